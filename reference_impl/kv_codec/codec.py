@@ -1,0 +1,336 @@
+"""AsymK16V8Codec: K kept in float16/bfloat16, V stored as FP8 e4m3fn with scales.
+
+Same public methods and keywords as upstream's codec, with these differences (SPEC.md,
+"Differences from upstream 0.5.6"): encode writes header and payload into one buffer and
+refuses to write a blob the reader would reject; ``to_bytes`` returns that buffer (a
+``bytearray``) without copying; ``from_bytes`` rejects trailing bytes unless asked not to;
+``decode`` returns K and V in their logical shape and dequantizes in every scope.
+"""
+
+from __future__ import annotations
+
+import warnings
+import zlib
+
+import torch
+
+from reference_impl.kv_codec.errors import (
+    CodecMismatchError,
+    CorruptEncodedKVError,
+    UnsupportedConfigError,
+)
+from reference_impl.kv_codec.header import (
+    HASH_FIELDS,
+    K_DTYPES,
+    SCALE_DTYPES,
+    CodecHashes,
+    EncodedKV,
+    ScaleScope,
+    check_consistency,
+    deserialize_header,
+    header_length,
+    pack_header_fields,
+    serialize_header,
+)
+from reference_impl.kv_codec.layout import LogicalShape, explicit_shape, logical_shape
+from reference_impl.kv_codec.quant import compute_v_scales, dequantize_v_fp8, quantize_v_fp8
+
+Buffer = bytes | bytearray | memoryview
+
+
+def _byte_view(buf: bytearray, offset: int, count: int) -> torch.Tensor:
+    """A uint8 tensor over ``buf[offset:offset+count]`` (empty ranges included)."""
+    if count == 0:
+        return torch.empty(0, dtype=torch.uint8)
+    return torch.frombuffer(buf, dtype=torch.uint8, offset=offset, count=count)
+
+
+def _as_bytes(t: torch.Tensor) -> torch.Tensor:
+    """The C-order bytes of ``t`` as a flat uint8 tensor (a view when ``t`` is contiguous)."""
+    return t.contiguous().reshape(-1).view(torch.uint8)
+
+
+class AsymK16V8Codec:
+    """The v1 storage codec. Stateless apart from its configuration."""
+
+    def __init__(
+        self,
+        *,
+        fp8_dtype: torch.dtype = torch.float8_e4m3fn,
+        scale_dtype: torch.dtype = torch.float32,
+        scale_scope: ScaleScope = ScaleScope.PER_TENSOR,
+    ) -> None:
+        if fp8_dtype == torch.float8_e5m2:
+            raise UnsupportedConfigError("float8_e5m2 V is reserved, not part of v1")
+        if fp8_dtype != torch.float8_e4m3fn:
+            raise UnsupportedConfigError(f"fp8_dtype must be float8_e4m3fn, got {fp8_dtype}")
+        if scale_dtype not in SCALE_DTYPES:
+            raise UnsupportedConfigError(f"scale_dtype {scale_dtype} is not one of {SCALE_DTYPES}")
+        try:
+            scope = ScaleScope(scale_scope)
+        except ValueError:
+            raise UnsupportedConfigError(f"unknown scale scope {scale_scope!r}") from None
+        self.fp8_dtype = fp8_dtype
+        self.scale_dtype = scale_dtype
+        self.scale_scope = scope
+
+    def _scales_and_quant(
+        self,
+        v: torch.Tensor,
+        head_axis: int,
+        page_axis: int | None,
+        precomputed_v_scales: torch.Tensor | None,
+        precomputed_v_quant: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The stored scales, and V already in FP8 when the caller supplied it."""
+        if precomputed_v_quant is not None:
+            if precomputed_v_scales is None:
+                raise UnsupportedConfigError("precomputed_v_quant needs precomputed_v_scales")
+            if precomputed_v_quant.dtype != self.fp8_dtype:
+                raise UnsupportedConfigError(
+                    f"precomputed_v_quant is {precomputed_v_quant.dtype}, not {self.fp8_dtype}"
+                )
+            if precomputed_v_quant.shape != v.shape:
+                raise UnsupportedConfigError(
+                    f"precomputed_v_quant shape {tuple(precomputed_v_quant.shape)} != "
+                    f"V shape {tuple(v.shape)}"
+                )
+            return precomputed_v_scales.detach().to(self.scale_dtype), precomputed_v_quant
+        if precomputed_v_scales is not None:
+            return precomputed_v_scales.detach().to(self.scale_dtype), None
+        if self.scale_scope == ScaleScope.EXTERNAL:
+            raise UnsupportedConfigError("EXTERNAL scope needs precomputed_v_scales")
+        scales = compute_v_scales(
+            v, self.scale_scope, fp8_dtype=self.fp8_dtype, head_axis=head_axis, page_axis=page_axis
+        )
+        return scales.to(self.scale_dtype), None
+
+    def encode(
+        self,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        *,
+        hashes: CodecHashes | None = None,
+        layer_id: int = -1,
+        chunk_id: int = -1,
+        chunk_size: int = -1,
+        page_size: int = -1,
+        kv_head_count: int = -1,
+        head_dim: int = -1,
+        head_axis: int = -2,
+        page_axis: int | None = None,
+        precomputed_v_scales: torch.Tensor | None = None,
+        precomputed_v_quant: torch.Tensor | None = None,
+    ) -> EncodedKV:
+        """One blob from K and V (same shape). V is quantized per Q-SCALE/Q-ROUND unless
+        ``precomputed_v_quant`` (with its scales) is given; ``precomputed_v_scales`` alone
+        quantizes V with those static scales. CUDA inputs are quantized on the device and
+        copied to the host once. The result's ``blob`` holds header and payload."""
+        if k.shape != v.shape:
+            raise UnsupportedConfigError(
+                f"K shape {tuple(k.shape)} != V shape {tuple(v.shape)}; they must match"
+            )
+        if k.dtype not in K_DTYPES:
+            raise UnsupportedConfigError(f"K must be float16 or bfloat16, got {k.dtype}")
+        if not v.dtype.is_floating_point:
+            raise UnsupportedConfigError(f"V must be floating point, got {v.dtype}")
+        if k.device != v.device:
+            raise UnsupportedConfigError(f"K is on {k.device} but V is on {v.device}")
+        scales, v_quant = self._scales_and_quant(
+            v, head_axis, page_axis, precomputed_v_scales, precomputed_v_quant
+        )
+        enc = EncodedKV(
+            k_dtype=k.dtype,
+            v_dtype=self.fp8_dtype,
+            scale_dtype=self.scale_dtype,
+            scale_scope=self.scale_scope,
+            hashes=hashes if hashes is not None else CodecHashes(),
+            layer_id=layer_id,
+            chunk_id=chunk_id,
+            chunk_size=chunk_size,
+            page_size=page_size,
+            kv_head_count=kv_head_count,
+            head_dim=head_dim,
+            scale_shape=tuple(scales.shape),
+            k_payload_len=k.numel() * k.element_size(),
+            v_payload_len=v.numel(),
+            scale_payload_len=scales.numel() * scales.element_size(),
+        )
+        try:
+            check_consistency(enc)
+        except CorruptEncodedKVError as e:
+            raise UnsupportedConfigError(f"refusing to write an inconsistent blob: {e}") from None
+        head_len = header_length(enc)
+        buf = bytearray(head_len + enc.expected_payload_len())
+        k_off, v_off = head_len, head_len + enc.k_payload_len
+        s_off = v_off + enc.v_payload_len
+        v_dst = _byte_view(buf, v_off, enc.v_payload_len)
+        if k.device.type == "cpu":
+            _byte_view(buf, k_off, enc.k_payload_len).copy_(_as_bytes(k.detach()))
+            if v_quant is None:
+                quantize_v_fp8(
+                    v,
+                    scales,
+                    self.scale_scope,
+                    fp8_dtype=self.fp8_dtype,
+                    head_axis=head_axis,
+                    page_axis=page_axis,
+                    out=v_dst.view(self.fp8_dtype).view(v.shape),
+                )
+            else:
+                v_dst.copy_(_as_bytes(v_quant.detach().cpu()))
+            _byte_view(buf, s_off, enc.scale_payload_len).copy_(_as_bytes(scales.cpu()))
+        else:
+            if v_quant is None:
+                v_quant = quantize_v_fp8(
+                    v,
+                    scales.to(v.device),
+                    self.scale_scope,
+                    fp8_dtype=self.fp8_dtype,
+                    head_axis=head_axis,
+                    page_axis=page_axis,
+                )
+            staged = torch.cat(
+                [_as_bytes(k.detach()), _as_bytes(v_quant.detach()), _as_bytes(scales.to(k.device))]
+            )
+            _byte_view(buf, k_off, len(buf) - k_off).copy_(staged)
+        fields = pack_header_fields(enc)
+        buf[: len(fields)] = fields
+        crc = zlib.crc32(memoryview(buf)[head_len:]) & 0xFFFFFFFF
+        buf[len(fields) : head_len] = crc.to_bytes(4, "little")
+        enc.blob = buf
+        enc.payload = memoryview(buf)[head_len:]
+        enc.header_bytes = bytes(buf[:head_len])
+        return enc
+
+    def to_bytes(self, enc: EncodedKV) -> bytearray:
+        """Header then payload. Returns encode's own buffer when ``enc`` came from encode
+        and is unchanged (no copy), else a new ``bytearray``."""
+        if enc.header_bytes is None:
+            enc.header_bytes = serialize_header(enc)
+        blob = enc.blob
+        if (
+            blob is not None
+            and isinstance(enc.payload, memoryview)
+            and enc.payload.obj is blob
+            and len(blob) == len(enc.header_bytes) + len(enc.payload)
+            and blob[: len(enc.header_bytes)] == enc.header_bytes
+        ):
+            return blob
+        out = bytearray(len(enc.header_bytes) + len(enc.payload))
+        out[: len(enc.header_bytes)] = enc.header_bytes
+        out[len(enc.header_bytes) :] = enc.payload
+        return out
+
+    def from_bytes(
+        self,
+        buf: Buffer,
+        *,
+        expected_hashes: CodecHashes | None = None,
+        allow_trailing: bool = False,
+    ) -> EncodedKV:
+        """Parse and verify a blob (see ``deserialize_header``), then apply the hash gate:
+        a non-empty expected hash that differs from a non-empty stored one raises
+        CodecMismatchError (KV-HASH-GATE)."""
+        enc = deserialize_header(buf, allow_trailing=allow_trailing)
+        if expected_hashes is not None:
+            for name in HASH_FIELDS:
+                want, got = getattr(expected_hashes, name), getattr(enc.hashes, name)
+                if want and got and want != got:
+                    raise CodecMismatchError(
+                        f"hash {name!r} differs: blob has {got!r}, expected {want!r}"
+                    )
+        return enc
+
+    def decode(
+        self,
+        enc: EncodedKV,
+        *,
+        out_k_dtype: torch.dtype | None = None,
+        out_v_dtype: torch.dtype | None = None,
+        device: torch.device | str | None = None,
+        layout: str | None = None,
+        shape: tuple[int, ...] | None = None,
+        head_axis: int = -2,
+        page_axis: int | None = None,
+        v_scales: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(K, V, scales) in their logical shape (see ``layout.logical_shape``).
+
+        V stays FP8 unless ``out_v_dtype`` is a wider float, then it is dequantized per
+        Q-DEQUANT in any scope. On CPU, K and V are views over the parsed buffer when it
+        is writable (a bytearray, mmap, ...) and copies when it is immutable ``bytes``.
+        ``shape`` (with ``head_axis``/``page_axis``) overrides the shape rule; ``layout``
+        overrides the ``kv_layout`` hash; ``v_scales`` supplies EXTERNAL scales that
+        were not stored.
+        """
+        try:
+            check_consistency(enc)
+        except CorruptEncodedKVError as e:
+            raise CorruptEncodedKVError(f"cannot decode: {e}") from None
+        if len(enc.payload) != enc.expected_payload_len():
+            raise CorruptEncodedKVError(
+                f"payload is {len(enc.payload)} bytes, header declares {enc.expected_payload_len()}"
+            )
+        target = torch.device(device) if device is not None else torch.device("cpu")
+        ls: LogicalShape | None = (
+            explicit_shape(enc, shape, head_axis, page_axis)
+            if shape is not None
+            else logical_shape(enc, layout)
+        )
+        payload = memoryview(enc.payload)
+        owned = not payload.readonly
+
+        def section(offset: int, length: int, dtype: torch.dtype) -> torch.Tensor:
+            if length == 0:
+                return torch.empty(0, dtype=dtype)
+            if owned:
+                return torch.frombuffer(
+                    payload, dtype=dtype, offset=offset, count=length // dtype.itemsize
+                )
+            with warnings.catch_warnings():  # read-only source: the view is cloned at once
+                warnings.simplefilter("ignore", UserWarning)
+                view = torch.frombuffer(
+                    payload, dtype=dtype, offset=offset, count=length // dtype.itemsize
+                )
+            return view.clone()
+
+        k = section(0, enc.k_payload_len, enc.k_dtype)
+        v = section(enc.k_payload_len, enc.v_payload_len, enc.v_dtype)
+        s_off = enc.k_payload_len + enc.v_payload_len
+        scales = section(s_off, enc.scale_payload_len, enc.scale_dtype).clone()
+        scales = scales.reshape(enc.scale_shape)
+        if ls is not None:
+            k, v = k.view(ls.shape), v.view(ls.shape)
+        if target.type != "cpu":
+            k, v, scales = k.to(target), v.to(target), scales.to(target)
+        if out_k_dtype is not None and out_k_dtype != k.dtype:
+            k = k.to(out_k_dtype)
+        if out_v_dtype is None or out_v_dtype == enc.v_dtype:
+            return k, v, scales
+        return k, self._dequantize(enc, v, scales, ls, out_v_dtype, v_scales), scales
+
+    def _dequantize(
+        self,
+        enc: EncodedKV,
+        v: torch.Tensor,
+        scales: torch.Tensor,
+        ls: LogicalShape | None,
+        out_dtype: torch.dtype,
+        v_scales: torch.Tensor | None,
+    ) -> torch.Tensor:
+        scope = enc.scale_scope
+        if scope == ScaleScope.EXTERNAL and v_scales is not None:
+            scales = v_scales.to(v.device)
+        elif scope == ScaleScope.EXTERNAL and scales.numel() == 0:
+            raise UnsupportedConfigError("EXTERNAL blob stores no scales: pass v_scales=")
+        if ls is None and scope in (ScaleScope.PER_LAYER_HEAD, ScaleScope.PER_PAGE_HEAD):
+            raise UnsupportedConfigError(
+                f"{scope.name} dequantization needs the head axis, but the header has no "
+                "kv_head_count/head_dim: pass shape= and head_axis=/page_axis="
+            )
+        head_axis = ls.head_axis if ls is not None else -2
+        page_axis = ls.page_axis if ls is not None else None
+        return dequantize_v_fp8(
+            v, scales, scope, out_dtype=out_dtype, head_axis=head_axis, page_axis=page_axis
+        )

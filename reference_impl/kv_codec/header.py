@@ -1,0 +1,435 @@
+"""The encoded-KV blob v1: header fields, their byte layout, and the strict reader.
+
+Byte layout (SPEC.md, "Blob header"), all integers little-endian::
+
+    0   8  magic            b"LMCKV\\x01\\x00\\x01"
+    8   2  version          u16, 1
+    10  2  scale_scope      u16, ScaleScope
+    12  2  k_dtype_id       u16, dtype table
+    14  2  v_dtype_id       u16
+    16  2  scale_dtype_id   u16
+    18  2  reserved         u16, 0
+    20  8  layer_id         i64, -1 = unset
+    28  8  chunk_id         i64
+    36  8  chunk_size       i64
+    44  8  page_size        i64
+    52  8  kv_head_count    i64
+    60  8  head_dim         i64
+    68  8  scale_shape_n    i64, 0..8
+    76  8n scale_shape      i64 each
+    ..  24 k/v/scale_payload_len  i64 x 3
+    ..  2  hash_count       u16, then per pair: u16 len + UTF-8 key, u16 len + UTF-8 value
+    ..  4  payload_crc32    u32, zlib CRC-32 (IEEE) of the payload only
+
+followed by the payload: K bytes, V bytes, scale bytes.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+import zlib
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+import torch
+
+from reference_impl.dtypes import DTYPE_TO_INT, INT_TO_DTYPE
+from reference_impl.kv_codec.errors import CorruptEncodedKVError, UnsupportedConfigError
+
+#: KV-MAGIC: "LMCKV" then the version triplet 1.0.1.
+CODEC_MAGIC: bytes = b"LMCKV\x01\x00\x01"
+
+_FIXED = struct.Struct("<8s6H7q")
+FIXED_HEADER_LEN: int = _FIXED.size  # 76
+_I64 = struct.Struct("<q")
+_LENS = struct.Struct("<3q")
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+
+#: KV-SCALE-SHAPE-N: the reader refuses more scale dimensions than this.
+MAX_SCALE_DIMS = 8
+
+#: KV-K-DTYPE / KV-V-DTYPE / KV-SCALE-DTYPE: what a v1 blob may declare.
+K_DTYPES = (torch.float16, torch.bfloat16)
+V_DTYPES = (torch.float8_e4m3fn,)
+SCALE_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
+
+class CodecVersion(IntEnum):
+    """The u16 at offset 8. Only V1 exists."""
+
+    V1 = 1
+
+
+class ScaleScope(IntEnum):
+    """The u16 at offset 10: how V's FP8 scales are grouped (SPEC.md, "Scale scopes")."""
+
+    PER_TENSOR = 0
+    PER_LAYER_HEAD = 1
+    PER_PAGE_HEAD = 2
+    EXTERNAL = 3
+
+
+@dataclass
+class CodecHashes:
+    """The six identity strings of the header's hash section (KV-HASHES).
+
+    An empty string means "not provided" and matches anything in the hash gate.
+    Writers emit all six, in this order, even when empty.
+    """
+
+    model_id: str = ""
+    model_revision_hash: str = ""
+    tokenizer_hash: str = ""
+    rope_config_hash: str = ""
+    attention_backend: str = ""
+    kv_layout: str = ""
+
+    # The order writers emit the pairs in, and the hash gate checks them in. Not a field:
+    # it has no annotation.
+    _CHECK_ORDER = (
+        "model_id",
+        "model_revision_hash",
+        "tokenizer_hash",
+        "rope_config_hash",
+        "attention_backend",
+        "kv_layout",
+    )
+
+
+HASH_FIELDS: tuple[str, ...] = CodecHashes._CHECK_ORDER
+
+
+@dataclass
+class EncodedKV:
+    """One blob: its header fields and its payload (K bytes, V bytes, scale bytes).
+
+    ``payload`` is a view over the source buffer when parsed, so no payload bytes are
+    copied on the read path. ``header_bytes`` is the serialized header once known.
+    """
+
+    k_dtype: torch.dtype
+    v_dtype: torch.dtype
+    scale_dtype: torch.dtype = torch.float32
+    scale_scope: ScaleScope = ScaleScope.PER_PAGE_HEAD
+    hashes: CodecHashes = field(default_factory=CodecHashes)
+    layer_id: int = -1
+    chunk_id: int = -1
+    chunk_size: int = -1
+    page_size: int = -1
+    kv_head_count: int = -1
+    head_dim: int = -1
+    scale_shape: tuple[int, ...] = ()
+    k_payload_len: int = 0
+    v_payload_len: int = 0
+    scale_payload_len: int = 0
+    payload: bytes | bytearray | memoryview = b""
+    header_bytes: bytes | None = None
+    # The whole blob (header then payload) when encode wrote it into one buffer.
+    blob: bytearray | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def total_bytes(self) -> int:
+        """Header plus payload length, or -1 before the header is serialized."""
+        if self.header_bytes is None:
+            return -1
+        return len(self.header_bytes) + len(self.payload)
+
+    def expected_payload_len(self) -> int:
+        """KV-LEN-SUM: the payload is exactly K, V and scale bytes back to back."""
+        return self.k_payload_len + self.v_payload_len + self.scale_payload_len
+
+
+def _dtype_id(dtype: torch.dtype | None) -> int:
+    try:
+        return DTYPE_TO_INT[dtype]
+    except KeyError:
+        raise UnsupportedConfigError(f"dtype {dtype} has no id in the dtype table") from None
+
+
+def _pack_str(s: str | None) -> bytes:
+    data = (s or "").encode("utf-8")
+    if len(data) > 0xFFFF:
+        raise UnsupportedConfigError(f"hash string of {len(data)} bytes exceeds 65535")
+    return _U16.pack(len(data)) + data
+
+
+def header_length(enc: EncodedKV) -> int:
+    """Bytes the serialized header of ``enc`` takes, CRC included."""
+    strings = sum(
+        4 + len(name) + len((getattr(enc.hashes, name) or "").encode("utf-8"))
+        for name in HASH_FIELDS
+    )
+    return FIXED_HEADER_LEN + 8 * len(enc.scale_shape) + _LENS.size + 2 + strings + 4
+
+
+def pack_header_fields(enc: EncodedKV) -> bytes:
+    """Every header byte except the trailing CRC (KV-LAYOUT)."""
+    if len(enc.scale_shape) > MAX_SCALE_DIMS:
+        raise UnsupportedConfigError(
+            f"scale_shape has {len(enc.scale_shape)} dims; at most {MAX_SCALE_DIMS} fit"
+        )
+    try:
+        fixed = _FIXED.pack(
+            CODEC_MAGIC,
+            int(CodecVersion.V1),
+            int(enc.scale_scope),
+            _dtype_id(enc.k_dtype),
+            _dtype_id(enc.v_dtype),
+            _dtype_id(enc.scale_dtype),
+            0,
+            enc.layer_id,
+            enc.chunk_id,
+            enc.chunk_size,
+            enc.page_size,
+            enc.kv_head_count,
+            enc.head_dim,
+            len(enc.scale_shape),
+        )
+        dims = struct.pack(f"<{len(enc.scale_shape)}q", *enc.scale_shape)
+        lens = _LENS.pack(enc.k_payload_len, enc.v_payload_len, enc.scale_payload_len)
+    except struct.error as e:
+        raise UnsupportedConfigError(f"header field out of range: {e}") from None
+    strings = b"".join(
+        _pack_str(name) + _pack_str(getattr(enc.hashes, name)) for name in HASH_FIELDS
+    )
+    return fixed + dims + lens + _U16.pack(len(HASH_FIELDS)) + strings
+
+
+def serialize_header(enc: EncodedKV) -> bytes:
+    """The header of ``enc``, ending with the CRC-32 of ``enc.payload`` (KV-CRC)."""
+    if len(enc.payload) != enc.expected_payload_len():
+        raise UnsupportedConfigError(
+            f"payload is {len(enc.payload)} bytes but K({enc.k_payload_len}) + "
+            f"V({enc.v_payload_len}) + scales({enc.scale_payload_len}) were declared"
+        )
+    return pack_header_fields(enc) + _U32.pack(zlib.crc32(enc.payload) & 0xFFFFFFFF)
+
+
+class _Reader:
+    """Bounds-checked little-endian cursor over a header; every overrun is corruption."""
+
+    def __init__(self, buf: memoryview) -> None:
+        self.buf = buf
+        self.off = 0
+
+    def take(self, st: struct.Struct, what: str) -> tuple[Any, ...]:
+        if self.off + st.size > len(self.buf):
+            raise CorruptEncodedKVError(
+                f"truncated {what}: needs {st.size} bytes at offset {self.off}, "
+                f"{len(self.buf) - self.off} remain"
+            )
+        values = st.unpack_from(self.buf, self.off)
+        self.off += st.size
+        return values
+
+    def string(self, what: str) -> str:
+        (n,) = self.take(_U16, f"{what} length")
+        if self.off + n > len(self.buf):
+            raise CorruptEncodedKVError(
+                f"{what} at offset {self.off} declares {n} bytes, {len(self.buf) - self.off} remain"
+            )
+        raw = bytes(self.buf[self.off : self.off + n])
+        self.off += n
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise CorruptEncodedKVError(f"{what} is not UTF-8: {e}") from None
+
+
+def _read_dtype(idx: int, allowed: tuple[torch.dtype, ...], what: str) -> torch.dtype:
+    if idx not in INT_TO_DTYPE:
+        raise CorruptEncodedKVError(f"unknown {what} id {idx}")
+    dtype = INT_TO_DTYPE[idx]
+    if dtype is None or dtype not in allowed:
+        raise CorruptEncodedKVError(
+            f"{what} {dtype} is not allowed in a v1 blob (allowed: "
+            f"{', '.join(str(d) for d in allowed)})"
+        )
+    return dtype
+
+
+def _check_dims(enc: EncodedKV) -> None:
+    """KV-IDS, KV-GEOMETRY: ids are >= -1; geometry fields are -1 (unset) or positive."""
+    for name in ("layer_id", "chunk_id"):
+        if getattr(enc, name) < -1:
+            raise CorruptEncodedKVError(f"{name} = {getattr(enc, name)} is below -1")
+    for name in ("chunk_size", "page_size", "kv_head_count", "head_dim"):
+        v = getattr(enc, name)
+        if v != -1 and v < 1:
+            raise CorruptEncodedKVError(f"{name} = {v}: must be -1 (unset) or positive")
+
+
+def check_consistency(enc: EncodedKV) -> None:
+    """The redundant fields agree (KV-LEN-*, KV-SCALE-SHAPE, KV-GEOMETRY).
+
+    Raises CorruptEncodedKVError for the first disagreement found.
+    """
+    _check_dims(enc)
+    if any(d < 0 for d in enc.scale_shape):
+        raise CorruptEncodedKVError(f"negative dimension in scale_shape {enc.scale_shape}")
+    for name in ("k_payload_len", "v_payload_len", "scale_payload_len"):
+        if getattr(enc, name) < 0:
+            raise CorruptEncodedKVError(f"{name} = {getattr(enc, name)} is negative")
+    k_item = enc.k_dtype.itemsize
+    if enc.k_payload_len % k_item:
+        raise CorruptEncodedKVError(
+            f"k_payload_len {enc.k_payload_len} is not a multiple of {enc.k_dtype} size {k_item}"
+        )
+    k_elems = enc.k_payload_len // k_item
+    v_elems = enc.v_payload_len // enc.v_dtype.itemsize
+    if k_elems != v_elems:
+        raise CorruptEncodedKVError(
+            f"K holds {k_elems} elements but V holds {v_elems}; K and V share one shape"
+        )
+    scale_elems = math.prod(enc.scale_shape)
+    if enc.scale_payload_len != scale_elems * enc.scale_dtype.itemsize:
+        raise CorruptEncodedKVError(
+            f"scale_payload_len {enc.scale_payload_len} != {scale_elems} scales of "
+            f"{enc.scale_dtype} ({scale_elems * enc.scale_dtype.itemsize} bytes) "
+            f"for scale_shape {enc.scale_shape}"
+        )
+    heads, dim = enc.kv_head_count, enc.head_dim
+    if heads > 0 and dim > 0 and k_elems % (heads * dim):
+        raise CorruptEncodedKVError(
+            f"{k_elems} elements are not a whole number of tokens of "
+            f"kv_head_count {heads} x head_dim {dim}"
+        )
+    _check_scale_shape(enc, k_elems)
+
+
+def _check_scale_shape(enc: EncodedKV, elems: int) -> None:
+    """KV-SCALE-SHAPE: the scale tensor's shape is the one its scope prescribes."""
+    scope, shape, heads = enc.scale_scope, enc.scale_shape, enc.kv_head_count
+    if scope == ScaleScope.PER_TENSOR and shape != ():
+        raise CorruptEncodedKVError(f"PER_TENSOR scale_shape must be (), got {shape}")
+    if scope == ScaleScope.PER_LAYER_HEAD:
+        if len(shape) != 1:
+            raise CorruptEncodedKVError(f"PER_LAYER_HEAD scale_shape must be (H,), got {shape}")
+        if heads > 0 and shape[0] != heads:
+            raise CorruptEncodedKVError(
+                f"PER_LAYER_HEAD scale_shape {shape} disagrees with kv_head_count {heads}"
+            )
+        if elems and shape[0] == 0:
+            raise CorruptEncodedKVError("PER_LAYER_HEAD blob with data but zero heads")
+        if shape[0] and elems % shape[0]:
+            raise CorruptEncodedKVError(f"{elems} elements do not split over {shape[0]} heads")
+    if scope == ScaleScope.PER_PAGE_HEAD:
+        if len(shape) != 2:
+            raise CorruptEncodedKVError(
+                f"PER_PAGE_HEAD scale_shape must be (n_pages, H), got {shape}"
+            )
+        pages, sheads = shape
+        if heads > 0 and sheads != heads:
+            raise CorruptEncodedKVError(
+                f"PER_PAGE_HEAD scale_shape {shape} disagrees with kv_head_count {heads}"
+            )
+        if elems and pages * sheads == 0:
+            raise CorruptEncodedKVError(f"PER_PAGE_HEAD blob with data but scale_shape {shape}")
+        if pages * sheads and elems % (pages * sheads):
+            raise CorruptEncodedKVError(
+                f"{elems} elements do not split over {pages} pages x {sheads} heads"
+            )
+        if enc.head_dim > 0 and sheads > 0:
+            if elems % (sheads * enc.head_dim):
+                raise CorruptEncodedKVError(
+                    f"{elems} elements are not whole tokens of {sheads} heads x "
+                    f"head_dim {enc.head_dim}"
+                )
+            tokens = elems // (sheads * enc.head_dim)
+            if pages and tokens % pages:
+                raise CorruptEncodedKVError(f"{tokens} tokens do not split into {pages} pages")
+            if enc.page_size > 0 and tokens != pages * enc.page_size:
+                raise CorruptEncodedKVError(
+                    f"{tokens} tokens != {pages} pages x page_size {enc.page_size}"
+                )
+
+
+def deserialize_header(
+    buf: bytes | bytearray | memoryview, *, allow_trailing: bool = False
+) -> EncodedKV:
+    """Parse and verify a whole blob; the returned payload is a view over ``buf``.
+
+    Checks, in order: length, magic (KV-MAGIC), version (KV-VERSION), scope (KV-SCOPE),
+    dtypes (KV-*-DTYPE), reserved (KV-RESERVED), scale_shape_n (KV-SCALE-SHAPE-N),
+    hash strings (KV-HASHES), every redundant length (KV-LEN-*), the payload extent and
+    trailing bytes (KV-TRAILING), then the CRC (KV-CRC). With ``allow_trailing`` bytes
+    after the payload are ignored, for readers that fill block-aligned buffers.
+    Raises CorruptEncodedKVError, and nothing else, for any bad input.
+    """
+    try:
+        mv = memoryview(buf).cast("B")
+    except TypeError as e:
+        raise CorruptEncodedKVError(f"not a contiguous byte buffer: {e}") from None
+    r = _Reader(mv)
+    (magic, version, scope_id, k_id, v_id, s_id, reserved, *geometry) = r.take(
+        _FIXED, "fixed header"
+    )
+    if magic != CODEC_MAGIC:
+        raise CorruptEncodedKVError(f"bad magic {magic!r}, expected {CODEC_MAGIC!r}")
+    if version != CodecVersion.V1:
+        raise CorruptEncodedKVError(f"unsupported header version {version}; this reader knows 1")
+    try:
+        scope = ScaleScope(scope_id)
+    except ValueError:
+        raise CorruptEncodedKVError(f"unknown scale_scope id {scope_id}") from None
+    k_dtype = _read_dtype(k_id, K_DTYPES, "k_dtype")
+    v_dtype = _read_dtype(v_id, V_DTYPES, "v_dtype")
+    scale_dtype = _read_dtype(s_id, SCALE_DTYPES, "scale_dtype")
+    if reserved != 0:
+        raise CorruptEncodedKVError(f"reserved field is {reserved}, must be 0")
+    layer_id, chunk_id, chunk_size, page_size, heads, head_dim, n_dims = geometry
+    if not 0 <= n_dims <= MAX_SCALE_DIMS:
+        raise CorruptEncodedKVError(f"scale_shape_n {n_dims} is outside 0..{MAX_SCALE_DIMS}")
+    scale_shape = r.take(struct.Struct(f"<{n_dims}q"), "scale_shape")
+    k_len, v_len, s_len = r.take(_LENS, "payload lengths")
+    (n_pairs,) = r.take(_U16, "hash count")
+    hashes = CodecHashes()
+    seen: set[str] = set()
+    for _ in range(n_pairs):
+        key = r.string("hash key")
+        value = r.string(f"hash value of {key!r}")
+        if key in seen:
+            raise CorruptEncodedKVError(f"hash key {key!r} appears twice")
+        seen.add(key)
+        if key in HASH_FIELDS:
+            setattr(hashes, key, value)
+    (crc,) = r.take(_U32, "payload CRC")
+    enc = EncodedKV(
+        k_dtype=k_dtype,
+        v_dtype=v_dtype,
+        scale_dtype=scale_dtype,
+        scale_scope=scope,
+        hashes=hashes,
+        layer_id=layer_id,
+        chunk_id=chunk_id,
+        chunk_size=chunk_size,
+        page_size=page_size,
+        kv_head_count=heads,
+        head_dim=head_dim,
+        scale_shape=tuple(scale_shape),
+        k_payload_len=k_len,
+        v_payload_len=v_len,
+        scale_payload_len=s_len,
+    )
+    check_consistency(enc)
+    end = r.off + enc.expected_payload_len()
+    if end > len(mv):
+        raise CorruptEncodedKVError(
+            f"payload truncated: header ends at {r.off}, {enc.expected_payload_len()} "
+            f"payload bytes declared, buffer holds {len(mv)}"
+        )
+    if end < len(mv) and not allow_trailing:
+        raise CorruptEncodedKVError(
+            f"{len(mv) - end} bytes follow the payload (pass allow_trailing=True to ignore)"
+        )
+    enc.payload = mv[r.off : end]
+    computed = zlib.crc32(enc.payload) & 0xFFFFFFFF
+    if computed != crc:
+        raise CorruptEncodedKVError(
+            f"payload CRC-32 mismatch: header says {crc:#010x}, payload gives {computed:#010x}"
+        )
+    enc.header_bytes = bytes(mv[: r.off])
+    return enc
