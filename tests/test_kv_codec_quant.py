@@ -1,0 +1,133 @@
+"""The quantization rule: scales, rounding, saturation, special values, axis handling."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from reference_impl.kv_codec import (
+    ScaleScope,
+    UnsupportedConfigError,
+    compute_v_scales,
+    dequantize_v_fp8,
+    quantize_v_fp8,
+)
+
+QMAX = 448.0
+
+
+def naive_quantize(v: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """Q-ROUND in one unblocked expression: the definition the blocked code must equal."""
+    return torch.clamp(v.float() / s, -QMAX, QMAX).to(torch.float8_e4m3fn)
+
+
+def test_zero_group_gets_sentinel_scale() -> None:
+    v = torch.zeros(2, 3, 4, dtype=torch.float16)
+    v[:, 0] = 1.0
+    s = compute_v_scales(v, ScaleScope.PER_LAYER_HEAD, head_axis=1)
+    one_over_max = float(torch.tensor(1.0) / QMAX)  # computed in float32, as Q-SCALE says
+    assert s.tolist() == [one_over_max, 1.0, 1.0]
+    q = quantize_v_fp8(v, s, ScaleScope.PER_LAYER_HEAD, head_axis=1)
+    assert bool((dequantize_v_fp8(q, s, ScaleScope.PER_LAYER_HEAD, head_axis=1)[:, 1:] == 0).all())
+
+
+def test_nan_group_gets_sentinel_scale_and_nan_survives() -> None:
+    v = torch.tensor([1.0, float("nan"), 600.0], dtype=torch.float16)
+    s = compute_v_scales(v, ScaleScope.PER_TENSOR)
+    assert float(s) == 1.0  # amax is NaN, and NaN > 0 is false: upstream's behaviour
+    q = quantize_v_fp8(v, s, ScaleScope.PER_TENSOR).float()
+    assert q[0] == 1.0 and torch.isnan(q[1]) and q[2] == QMAX
+
+
+def test_inf_makes_scale_inf_and_finite_values_zero() -> None:
+    v = torch.tensor([1.0, float("inf")], dtype=torch.float16)
+    s = compute_v_scales(v, ScaleScope.PER_TENSOR)
+    assert torch.isinf(s)
+    q = quantize_v_fp8(v, s, ScaleScope.PER_TENSOR).float()
+    assert q[0] == 0.0 and torch.isnan(q[1])
+
+
+def test_static_scale_saturates_at_max() -> None:
+    v = torch.tensor([1000.0, -1000.0, 448.0, 449.0])
+    q = quantize_v_fp8(v, torch.tensor(1.0), ScaleScope.PER_TENSOR).float()
+    assert q.tolist() == [QMAX, -QMAX, QMAX, QMAX]
+
+
+def test_subnormals_round_to_nearest_even() -> None:
+    step = 2.0**-9  # e4m3fn subnormal spacing
+    v = torch.tensor([step, 1.5 * step, 2.5 * step, 0.4 * step, 0.5 * step])
+    q = quantize_v_fp8(v, torch.tensor(1.0), ScaleScope.PER_TENSOR).float()
+    assert (q / step).tolist() == [1.0, 2.0, 2.0, 0.0, 0.0]
+
+
+@given(
+    shape=st.lists(st.integers(1, 7), min_size=2, max_size=4),
+    data=st.data(),
+    scope=st.sampled_from([ScaleScope.PER_TENSOR, ScaleScope.PER_LAYER_HEAD]),
+    dtype=st.sampled_from([torch.float16, torch.bfloat16, torch.float32]),
+)
+def test_blocked_equals_naive(shape, data, scope, dtype) -> None:
+    ndim = len(shape)
+    head_axis = data.draw(st.integers(-ndim, ndim - 1))
+    v = (torch.randn(shape) * data.draw(st.floats(1e-3, 1e3))).to(dtype)
+    s = compute_v_scales(v, scope, head_axis=head_axis)
+    view = [1] * ndim
+    if scope == ScaleScope.PER_LAYER_HEAD:
+        view[head_axis] = shape[head_axis]
+    got = quantize_v_fp8(v, s, scope, head_axis=head_axis)
+    want = naive_quantize(v, s.view(view) if view != [1] * ndim else s)
+    assert torch.equal(got.view(torch.uint8), want.view(torch.uint8))
+
+
+def test_blocked_equals_naive_on_large_tensor() -> None:
+    v = torch.randn(3, 70_000, dtype=torch.float32) * 7
+    s = compute_v_scales(v, ScaleScope.PER_TENSOR)
+    got = quantize_v_fp8(v, s, ScaleScope.PER_TENSOR)
+    assert torch.equal(got.view(torch.uint8), naive_quantize(v, s).view(torch.uint8))
+
+
+@pytest.mark.parametrize(("page_axis", "head_axis"), [(0, 2), (2, 0), (1, 2), (2, 1)])
+def test_per_page_head_scales_follow_their_group_in_any_axis_order(page_axis, head_axis) -> None:
+    shape = [3, 4, 5, 2]
+    g = torch.Generator().manual_seed(1)
+    v = torch.randn(shape, generator=g) * torch.logspace(-2, 2, 5).view(1, 1, 5, 1)
+    s = compute_v_scales(v, ScaleScope.PER_PAGE_HEAD, head_axis=head_axis, page_axis=page_axis)
+    assert s.shape == (shape[page_axis], shape[head_axis])
+    q = quantize_v_fp8(v, s, ScaleScope.PER_PAGE_HEAD, head_axis=head_axis, page_axis=page_axis)
+    reduce = tuple(d for d in range(4) if d not in (page_axis, head_axis))
+    group_max = q.float().abs().amax(dim=reduce)
+    if page_axis > head_axis:
+        group_max = group_max.t()
+    # With correct pairing, every group's largest element lands exactly on the e4m3 max.
+    assert bool((group_max == QMAX).all())
+
+
+def test_per_page_head_needs_page_axis() -> None:
+    with pytest.raises(UnsupportedConfigError, match="page_axis"):
+        compute_v_scales(torch.ones(2, 2, 2), ScaleScope.PER_PAGE_HEAD)
+
+
+@pytest.mark.parametrize("axis", [3, -4])
+def test_axis_out_of_range(axis: int) -> None:
+    with pytest.raises(UnsupportedConfigError, match="out of range"):
+        compute_v_scales(torch.ones(2, 2, 2), ScaleScope.PER_LAYER_HEAD, head_axis=axis)
+
+
+def test_wrong_scale_shape() -> None:
+    with pytest.raises(UnsupportedConfigError, match="PER_LAYER_HEAD"):
+        quantize_v_fp8(torch.ones(2, 3, 4), torch.ones(2), ScaleScope.PER_LAYER_HEAD, head_axis=1)
+
+
+def test_empty_tensor() -> None:
+    v = torch.zeros(0, 2, 4)
+    s = compute_v_scales(v, ScaleScope.PER_LAYER_HEAD, head_axis=1)
+    assert s.tolist() == [1.0, 1.0]
+    assert quantize_v_fp8(v, s, ScaleScope.PER_LAYER_HEAD, head_axis=1).shape == (0, 2, 4)
+
+
+def test_dequantize_rejects_integer_output() -> None:
+    q = torch.zeros(4, dtype=torch.float8_e4m3fn)
+    with pytest.raises(UnsupportedConfigError):
+        dequantize_v_fp8(q, torch.tensor(1.0), ScaleScope.PER_TENSOR, out_dtype=torch.int32)
