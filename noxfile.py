@@ -70,3 +70,43 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")
+
+
+@nox.session(**VENV)
+def tests(session: nox.Session) -> None:
+    """Unit and property tests, the golden-vector check, the conformance suite (reference,
+    upstream, and the C testee under sanitizers) and a short fuzzing campaign."""
+    install(session, "test", "bench", "fuzz", upstream=True)
+    session.run("pytest", "-n", "2", "tests", "--junitxml=.lmckv/junit-tests.xml", *session.posargs)
+    session.run("python", "-m", "conformance.golden", "--check")
+    session.run(
+        "pytest", "-n", "2", "conformance", "--impl", "reference", "--impl", "upstream",
+        "--junitxml=.lmckv/junit-conformance.xml",
+    )  # fmt: skip
+
+
+@nox.session(**VENV)
+def golden(session: nox.Session) -> None:
+    """Regenerate golden_blobs/ from the reference; `-- --check` fails on any differing byte."""
+    install(session)
+    session.run("python", "-m", "conformance.golden", *session.posargs)
+
+
+@nox.session(**VENV)
+def conformance(session: nox.Session) -> None:
+    """The suite for reference and upstream (add `-- --impl c` etc.); JUnit XML + results JSON."""
+    install(session, "test", upstream=True)
+    impls = session.posargs or ["--impl", "reference", "--impl", "upstream"]
+    session.run(
+        "pytest", "-n", "2", "conformance", *impls,
+        "--junitxml=.lmckv/conformance/junit.xml",
+        "--results-json=.lmckv/conformance/results.json",
+    )  # fmt: skip
+
+
+@nox.session(**VENV)
+def bench(session: nox.Session) -> None:
+    """`lmckv bench ARGS` (default: a quick run into .lmckv/bench/)."""
+    install(session, "bench", "real-kv", upstream=True)
+    session.install(*REAL_KV_EXTRA)
+    session.run("lmckv", "bench", *(session.posargs or ["run", "--quick", "--out", ".lmckv/bench"]))
