@@ -1,0 +1,55 @@
+"""Reference implementation of LMCache's object keys: ObjectKey and its string forms
+(FS filename, S3/native object name, EncodedObjectKey JSON), kv_rank packing, IPC fan-out,
+and the descriptors that travel with keys.
+
+The public names and call signatures match upstream ``lmcache.v1.distributed.api``
+(seed revision) and the L2 adapters' key helpers; every error is a
+:class:`KeyFormatError`, itself a ``ValueError``.
+"""
+
+from reference_impl.keys.encoded import EncodedObjectKey
+from reference_impl.keys.errors import (
+    DescriptorError,
+    KeyFormatError,
+    KVRankFieldError,
+    MalformedObjectKeyStringError,
+    ObjectKeyInvariantError,
+    UnrepresentableObjectKeyError,
+)
+from reference_impl.keys.fs_form import (
+    filename_to_object_key,
+    object_key_to_filename,
+    parse_object_key_filename,
+)
+from reference_impl.keys.ipc import ipc_key_to_object_keys
+from reference_impl.keys.layout import MemoryLayoutDesc
+from reference_impl.keys.listing import KeyEntry, KeyListPage
+from reference_impl.keys.object_key import ObjectKey
+from reference_impl.keys.prefetch import PrefetchHandle, PrefetchMode, TrimPolicy
+from reference_impl.keys.string_form import object_key_to_string, string_to_object_key
+from reference_impl.keys.windows import DEFAULT_ATTN_WINDOW_DESC, AttnWindowDesc
+
+__all__ = [
+    "DEFAULT_ATTN_WINDOW_DESC",
+    "AttnWindowDesc",
+    "DescriptorError",
+    "EncodedObjectKey",
+    "KVRankFieldError",
+    "KeyEntry",
+    "KeyFormatError",
+    "KeyListPage",
+    "MalformedObjectKeyStringError",
+    "MemoryLayoutDesc",
+    "ObjectKey",
+    "ObjectKeyInvariantError",
+    "PrefetchHandle",
+    "PrefetchMode",
+    "TrimPolicy",
+    "UnrepresentableObjectKeyError",
+    "filename_to_object_key",
+    "ipc_key_to_object_keys",
+    "object_key_to_filename",
+    "object_key_to_string",
+    "parse_object_key_filename",
+    "string_to_object_key",
+]

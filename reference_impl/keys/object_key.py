@@ -1,0 +1,118 @@
+"""ObjectKey: the identity of one stored object in the distributed storage manager
+(SPEC "ObjectKey", rules KEY-MODEL-CHARS, KEY-SALT-*, KEY-GROUP-RANGE, KEY-KVRANK-WIDTH,
+KEY-HASH-BYTES)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from reference_impl.keys.errors import ObjectKeyInvariantError
+from reference_impl.keys.kv_rank import KV_RANK_MAX, compute_kv_rank
+
+if TYPE_CHECKING:
+    from reference_impl.keys.encoded import EncodedObjectKey
+
+MODEL_FORBIDDEN_CHARS = frozenset("@\x00")
+"""``@`` separates serialized fields; NUL ends C strings in the native connector."""
+
+SALT_FORBIDDEN_CHARS = frozenset("@/\\\x00")
+"""``@`` separates fields; ``/`` and ``\\`` separate paths; NUL ends C strings."""
+
+SALT_MAX_LEN = 128
+"""Longest cache_salt, in characters."""
+
+
+def _require_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ObjectKeyInvariantError(f"{name} must be an int, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class ObjectKey:
+    """Identity of one object: chunk hash, model, kv_rank, object group, cache salt."""
+
+    chunk_hash: bytes
+    model_name: str
+    kv_rank: int
+    object_group_id: int = 0
+    cache_salt: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.chunk_hash, bytes):
+            raise ObjectKeyInvariantError(
+                f"chunk_hash must be bytes, got {type(self.chunk_hash).__name__}"
+            )
+        if not isinstance(self.model_name, str):
+            raise ObjectKeyInvariantError(f"model_name must be a str, got {self.model_name!r}")
+        bad_model = MODEL_FORBIDDEN_CHARS & set(self.model_name)
+        if bad_model:
+            raise ObjectKeyInvariantError(
+                f"model_name must not contain {sorted(bad_model)!r} (got {self.model_name!r})"
+            )
+        kv_rank = _require_int("kv_rank", self.kv_rank)
+        if not 0 <= kv_rank <= KV_RANK_MAX:
+            raise ObjectKeyInvariantError(f"kv_rank must be in 0..2**32-1 (got {kv_rank})")
+        if _require_int("object_group_id", self.object_group_id) < 0:
+            raise ObjectKeyInvariantError(
+                f"object_group_id must be >= 0 (got {self.object_group_id})"
+            )
+        if not isinstance(self.cache_salt, str):
+            raise ObjectKeyInvariantError(f"cache_salt must be a str, got {self.cache_salt!r}")
+        bad_salt = SALT_FORBIDDEN_CHARS & set(self.cache_salt)
+        if bad_salt:
+            raise ObjectKeyInvariantError(
+                f"cache_salt must not contain {sorted(bad_salt)!r} (got {self.cache_salt!r})"
+            )
+        if len(self.cache_salt) > SALT_MAX_LEN:
+            raise ObjectKeyInvariantError(
+                f"cache_salt exceeds max length {SALT_MAX_LEN} (got {len(self.cache_salt)})"
+            )
+
+    def to_encoded_object_key(self) -> EncodedObjectKey:
+        """The JSON-safe projection: chunk_hash as lowercase hex, other fields verbatim."""
+        from reference_impl.keys.encoded import EncodedObjectKey
+
+        return EncodedObjectKey(
+            chunk_hash_hex=self.chunk_hash.hex(),
+            model_name=self.model_name,
+            kv_rank=self.kv_rank,
+            object_group_id=self.object_group_id,
+            cache_salt=self.cache_salt,
+        )
+
+    @staticmethod
+    def IntHash2Bytes(chunk_hash: int) -> bytes:
+        """A test helper of upstream: the int as 4 big-endian bytes (0 .. 2**32-1)."""
+        if isinstance(chunk_hash, bool) or not isinstance(chunk_hash, int):
+            raise ObjectKeyInvariantError(f"chunk_hash must be an int, got {chunk_hash!r}")
+        if not 0 <= chunk_hash <= 0xFFFF_FFFF:
+            raise ObjectKeyInvariantError(f"chunk_hash {chunk_hash} does not fit 4 bytes")
+        return chunk_hash.to_bytes(4, byteorder="big")
+
+    @staticmethod
+    def Bytes2IntHash(chunk_hash: bytes) -> int:
+        """A test helper of upstream: big-endian bytes as an int, masked to 64 bits."""
+        return int.from_bytes(chunk_hash, byteorder="big") & ((1 << 64) - 1)
+
+    @staticmethod
+    def ComputeKVRank(
+        world_size: int,
+        global_rank: int,
+        local_world_size: int,
+        local_rank: int,
+    ) -> int:
+        """Pack four one-byte fields into a kv_rank (KEY-KVRANK-PACK, KEY-KVRANK-RANGE).
+
+        Example: TP=4, PP=2, TP worker 1 on node 1: ``ComputeKVRank(8, 5, 4, 1)`` is
+        ``0x08050401``.
+        """
+        return compute_kv_rank(world_size, global_rank, local_world_size, local_rank)
+
+    @staticmethod
+    def WorldSizeFromKVRank(kv_rank: int) -> int:
+        """The world_size byte of a packed kv_rank (bits 24..31; KEY-KVRANK-PACK)."""
+        if isinstance(kv_rank, bool) or not isinstance(kv_rank, int):
+            raise ObjectKeyInvariantError(f"kv_rank must be an int, got {kv_rank!r}")
+        return (kv_rank >> 24) & 0xFF

@@ -1,0 +1,18 @@
+"""Byte views over the buffers readers receive."""
+
+from __future__ import annotations
+
+from reference_impl.protocol.errors import MalformedMessageError
+
+
+def byte_view(data: object) -> memoryview:
+    """``data`` as a flat unsigned-byte view; anything not a contiguous buffer is refused."""
+    try:
+        view = memoryview(data)  # type: ignore[arg-type]
+    except TypeError:
+        raise MalformedMessageError(
+            f"expected a bytes-like buffer, got {type(data).__name__}"
+        ) from None
+    if not view.c_contiguous:
+        raise MalformedMessageError("buffer is not C-contiguous")
+    return view.cast("B")
