@@ -48,9 +48,7 @@ def _cuda_python() -> str | None:
 
 
 CUDA_PYTHON = _cuda_python()
-VENV = (
-    {"python": CUDA_PYTHON, "venv_params": ["--system-site-packages"]} if CUDA_PYTHON else {}
-)
+VENV = {"python": CUDA_PYTHON, "venv_params": ["--system-site-packages"]} if CUDA_PYTHON else {}
 
 
 def install(session: nox.Session, *extras: str, upstream: bool = False) -> None:
