@@ -6,9 +6,12 @@ torch: on a machine whose Python already has a CUDA build of torch, sessions see
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
+from datetime import datetime, timezone
+from pathlib import Path
 
 import nox
 
@@ -108,3 +111,32 @@ def bench(session: nox.Session) -> None:
     install(session, "bench", "real-kv", upstream=True)
     session.install(*REAL_KV_EXTRA)
     session.run("lmckv", "bench", *(session.posargs or ["run", "--quick", "--out", ".lmckv/bench"]))
+
+
+@nox.session(**VENV)
+def report(session: nox.Session) -> None:
+    """The main job: conformance (reference + upstream) and the quick benchmark, then the
+    report in reports/latest/index.html. `-- --baseline BENCH.jsonl` adds a comparison."""
+    install(session, "test", "bench", "real-kv", upstream=True)
+    session.install(*REAL_KV_EXTRA)
+    runs = Path("reports/runs")
+    runs.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    results = runs / f"conformance-{stamp}.json"
+    # An unexpected conformance failure (exit 1) belongs in the report; the session still
+    # fails afterwards so that nobody mistakes the run for a clean one.
+    session.run(
+        "pytest", "-n", "2", "-q", "conformance", "--impl", "reference", "--impl", "upstream",
+        f"--results-json={results}", f"--junitxml={runs / f'conformance-{stamp}.xml'}",
+        success_codes=[0, 1],
+    )  # fmt: skip
+    before = set(runs.glob("bench-*.jsonl"))
+    session.run("lmckv", "bench", "run", "--quick", "--out", str(runs))
+    (bench,) = set(runs.glob("bench-*.jsonl")) - before
+    session.run(
+        "lmckv", "report", str(results), str(bench), "--out", "reports/latest", *session.posargs
+    )
+    session.log(f"report: {Path('reports/latest/index.html').resolve()}")
+    outcomes = [t["outcome"] for t in json.loads(results.read_text())["tests"]]
+    if {"fail", "unexpected_pass"} & set(outcomes):
+        session.error("the conformance suite had unexpected outcomes: see the report")

@@ -1,0 +1,218 @@
+"""Benchmark sections: throughput, accuracy and storage, comparison with a baseline run."""
+
+from __future__ import annotations
+
+from html import escape
+
+import pandas as pd
+
+from reports import figures
+from reports.comparison import VERDICT_CLASS, compare, counts_text
+from reports.html import Section, collapsible, figure, note, paragraph, table
+from reports.load import ReportInputs, scope_rank
+from reports.output import Output
+
+NO_BENCH = "no bench results file among the inputs: benchmarks are not reported"
+DEVICE_TITLE = {"cpu": "CPU", "cuda": "CUDA"}
+
+
+def skip_reasons(skips: pd.DataFrame, word: str) -> str:
+    """The reasons of skip rows whose ``what`` mentions ``word`` (e.g. cuda, real)."""
+    hits = skips[skips["what"].astype(str).str.lower().str.contains(word, regex=False)]
+    reasons = sorted({f"{w}: {r}" for w, r in zip(hits["what"], hits["reason"], strict=True)})
+    return "; ".join(reasons)
+
+
+def _scope_table(throughput: pd.DataFrame) -> pd.DataFrame:
+    """Median GB/s per device, op, scope and impl (over cases and dtypes), with median ratios."""
+    rows = throughput[throughput["impl"].isin(["reference", "upstream"])]
+    keys = ["device", "op", "scope"]
+    gbps = rows.pivot_table(
+        index=keys, columns="impl", values="gbps", aggfunc="median", dropna=False
+    ).reindex(columns=["reference", "upstream"])
+    gbps.columns = [f"{c} GB/s" for c in gbps.columns]
+    ref = rows[rows["impl"] == "reference"].assign(
+        ratio_to_upstream=lambda f: pd.to_numeric(f["ratio_to_upstream"], errors="coerce"),
+        ratio_to_limit=lambda f: pd.to_numeric(f["ratio_to_limit"], errors="coerce"),
+    )
+    ratios = ref.groupby(keys)[["ratio_to_upstream", "ratio_to_limit"]].median()
+    ratios.columns = ["reference / upstream", "reference / limit"]
+    joined = gbps.join(ratios, how="left").dropna(how="all").reset_index()
+    return joined.sort_values(
+        keys, key=lambda c: c.map(scope_rank) if c.name == "scope" else c, kind="stable"
+    )
+
+
+def throughput_section(inputs: ReportInputs, out: Output) -> Section:
+    """GB/s against call size per op and device, limits drawn in, with the tables behind them."""
+    title = "Throughput"
+    if not inputs.bench:
+        return Section("throughput", title, note(NO_BENCH))
+    throughput = inputs.bench_table("throughput")
+    skips = inputs.bench_table("skip")
+    out.csv(throughput, "throughput.csv")
+    body = [
+        paragraph(
+            "Median GB/s of input K+V bytes per call (bars: interquartile range over rounds); "
+            "the dashed grey lines are the limits measured in the same run on the same bytes "
+            "(memcpy for encode/decode, CRC-32 for parse, device-to-device copy on CUDA). "
+            "Ratios are per row within one run, then the median is taken."
+        )
+    ]
+    for device in ("cpu", "cuda"):
+        name = DEVICE_TITLE[device]
+        rows = throughput[throughput["device"] == device]
+        if rows.empty:
+            reason = skip_reasons(skips, device) or "the bench wrote no rows for this device"
+            body.append(note(f"no {name} rows in this run: {reason}"))
+            continue
+        if rows["op"].isin(figures.LIMIT_OPS).all():
+            body.append(note(f"only limit rows (copy, crc32) on {name}: no codec throughput"))
+            continue
+        png = f"throughput_{device}.png"
+        figures.throughput_chart(throughput, device, out.path(png))
+        body.append(
+            figure(
+                png,
+                f"{name} throughput against call size",
+                f"{name}: GB/s against input bytes per call, one panel per operation.",
+            )
+        )
+    if throughput.empty:
+        body.append(note("the bench files hold no throughput rows"))
+    else:
+        by_scope = _scope_table(throughput)
+        out.csv(by_scope, "throughput_by_scope.csv")
+        body.append("<h3>Median per operation and scope</h3>")
+        body.append(table(by_scope))
+    telemetry = inputs.bench_table("telemetry")
+    if not telemetry.empty:
+        out.csv(telemetry, "telemetry.csv")
+        stats = pd.DataFrame(
+            {
+                "samples": [len(telemetry)],
+                "median power (W)": [float(telemetry["power_w"].median())],
+                "max power (W)": [float(telemetry["power_w"].max())],
+                "median GPU utilisation (%)": [float(telemetry["util_pct"].median())],
+            }
+        )
+        body.append("<h3>GPU telemetry during the run (NVML)</h3>" + table(stats))
+    return Section("throughput", title, "".join(body))
+
+
+def accuracy_section(inputs: ReportInputs, out: Output) -> Section:
+    """SQNR and attention-output error per scope per data family; bytes per token per scope."""
+    title = "Accuracy and storage"
+    if not inputs.bench:
+        return Section("accuracy", title, note(NO_BENCH))
+    accuracy = inputs.bench_table("accuracy")
+    skips = inputs.bench_table("skip")
+    if accuracy.empty:
+        reason = skip_reasons(skips, "accuracy") or "the bench files hold no accuracy rows"
+        return Section("accuracy", title, note(f"no accuracy rows in this run: {reason}"))
+    out.csv(accuracy, "accuracy.csv")
+    body = []
+    runs = accuracy["run_id"].nunique()
+    if runs > 1:
+        body.append(note(f"accuracy rows come from {runs} runs: figures show their mean"))
+    if not accuracy["data"].astype(str).str.startswith("real:").any():
+        reason = skip_reasons(skips, "real") or "the bench wrote no real-model rows"
+        body.append(note(f"no real-model rows in this run: {reason}"))
+    measured = accuracy[accuracy["value"].notna()]
+    drawn = [m for m in ("sqnr_db", "attn_rel_err") if (measured["metric"] == m).any()]
+    for metric in ("sqnr_db", "attn_rel_err"):
+        if metric not in drawn:
+            body.append(note(f"no {metric} rows in this run: not drawn"))
+    if drawn:
+        figures.accuracy_chart(accuracy, drawn, out.path("accuracy.png"))
+        body.append(
+            figure(
+                "accuracy.png",
+                "SQNR and attention-output error per scale scope",
+                "V quantization error per scale scope, grouped by data family "
+                "(real model first); one column per V format.",
+            )
+        )
+    if (measured["metric"] == "bytes_per_token").any():
+        figures.bytes_per_token_chart(accuracy, out.path("bytes_per_token.png"))
+        body.append(
+            figure(
+                "bytes_per_token.png",
+                "storage bytes per token per scale scope",
+                "Stored bytes per token per scope (left) and the overhead over the smallest "
+                "scope for the same data (right).",
+            )
+        )
+    else:
+        body.append(note("no bytes_per_token rows in this run: storage cost not shown"))
+    wide = accuracy.pivot_table(
+        index=["data", "fmt", "scope"], columns="metric", values="value", aggfunc="median"
+    ).reset_index()
+    wide.columns.name = None
+    wide = wide.sort_values(
+        ["data", "fmt", "scope"], key=lambda c: c.map(scope_rank) if c.name == "scope" else c
+    )
+    out.csv(wide, "accuracy_by_scope.csv")
+    body.append("<h3>All accuracy metrics per data family, format and scope</h3>" + table(wide))
+    return Section("accuracy", title, "".join(body))
+
+
+def comparison_section(
+    inputs: ReportInputs, out: Output
+) -> tuple[Section, dict[str, dict[str, int]]]:
+    """Each bench run against ``--baseline`` with ``lmckv bench compare``'s verdicts.
+
+    Returns the section and, per compared file name, bench compare's verdict counts.
+    """
+    title = "Comparison with baseline"
+    if inputs.baseline is None:
+        return Section("comparison", title, note("no --baseline given: no comparison")), {}
+    if not inputs.bench:
+        return Section("comparison", title, note(NO_BENCH)), {}
+    base = inputs.baseline
+    body = [
+        paragraph(
+            "Verdicts of lmckv bench compare: a change is ambiguous when the two runs' "
+            "median ± IQR/2 intervals overlap, else faster or slower; a reference-implementation "
+            f"slowdown beyond its threshold is a regression (the CI gate). Baseline: "
+            f"{base.path.name} (run {base.run_id})."
+        )
+    ]
+    tables = []
+    counts: dict[str, dict[str, int]] = {}
+    for run in inputs.bench:
+        result = compare(base, run)
+        counts[run.path.name] = result.counts
+        body.append(f"<h3>{escape(run.path.name)} (run {escape(run.run_id)})</h3>")
+        body += [note(text) for text in result.notes]
+        if result.table.empty:
+            continue
+        verdicts = result.table["verdict"]
+        if verdicts.isin(["new", "missing"]).all():
+            body.append(note("no measurement appears in both runs: nothing to compare"))
+            continue
+        body.append(paragraph(counts_text(result.counts), "verdict"))
+        classes = {"verdict": verdicts.map(VERDICT_CLASS)}
+        beyond = result.table[verdicts.isin(["regression", "slower", "faster"])]
+        if beyond.empty:
+            body.append(paragraph("Every matched change is within noise (ambiguous)."))
+        else:
+            beyond_classes = {
+                "verdict": beyond["verdict"].map(VERDICT_CLASS).reset_index(drop=True)
+            }
+            body.append(
+                collapsible(
+                    table(beyond.reset_index(drop=True), cell_class=beyond_classes),
+                    len(beyond),
+                    "comparison.csv",
+                )
+            )
+        body.append(
+            collapsible(
+                table(result.table, cell_class=classes), len(result.table), "comparison.csv", 0
+            )
+        )
+        tables.append(result.table.assign(current_run=run.run_id, baseline_run=base.run_id))
+    if tables:
+        out.csv(pd.concat(tables, ignore_index=True), "comparison.csv")
+    return Section("comparison", title, "".join(body)), counts

@@ -1,0 +1,84 @@
+"""``python -m reports RESULTS... --out DIR [--baseline BENCH.jsonl]``: build the report."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from reports.bench_section import accuracy_section, comparison_section, throughput_section
+from reports.conformance_section import interop_section, matrix_section
+from reports.environment import environment_section
+from reports.html import page
+from reports.load import ReportInputError, ReportInputs, load_inputs
+from reports.output import Output
+from reports.summary_section import summary_section
+
+SPEC = Path(__file__).resolve().parent.parent / "reference_impl" / "SPEC.md"
+TITLE = "lmckv report: KV-cache format conformance and benchmarks"
+
+
+def _progress(message: str) -> None:
+    print(f"report: {message}", file=sys.stderr, flush=True)
+
+
+def build(inputs: ReportInputs, out_dir: Path) -> Path:
+    """Write index.html, its figures and tables into ``out_dir``; return the index path."""
+    out = Output(out_dir)
+    generated = datetime.now(timezone.utc)
+    spec_href = Path(os.path.relpath(SPEC, out_dir.resolve())).as_posix()
+    _progress("conformance sections")
+    conformance = matrix_section(inputs, out, spec_href)
+    interop = interop_section(inputs, out)
+    _progress("throughput figures")
+    throughput = throughput_section(inputs, out)
+    _progress("accuracy figures")
+    accuracy = accuracy_section(inputs, out)
+    _progress("comparison, summary, environment")
+    comparison, verdict_counts = comparison_section(inputs, out)
+    summary = summary_section(inputs, out, verdict_counts)
+    environment = environment_section(inputs, out, generated)
+    sources = [run.path.name for run in inputs.conformance] + [r.path.name for r in inputs.bench]
+    if inputs.baseline is not None:
+        sources.append(f"baseline {inputs.baseline.path.name}")
+    subtitle = (
+        f"Built {generated.isoformat(timespec='seconds')} from {', '.join(sources)}. "
+        "Tables behind every figure are CSV/JSON files beside this page."
+    )
+    sections = [summary, conformance, interop, throughput, accuracy, comparison, environment]
+    index = out.path("index.html")
+    index.write_text(page(TITLE, subtitle, sections), encoding="utf-8")
+    out.finish()
+    return index
+
+
+def main(argv: list[str]) -> int:
+    """Parse arguments, load the results files, build the report; 0 on success, 2 on bad input."""
+    parser = argparse.ArgumentParser(
+        prog="python -m reports",
+        description="Build the lmckv HTML/PNG report from bench JSONL and conformance JSON.",
+    )
+    parser.add_argument(
+        "results",
+        nargs="+",
+        type=Path,
+        metavar="RESULTS",
+        help="bench results (.jsonl, first record kind=header) and/or conformance results (.json)",
+    )
+    parser.add_argument("--out", required=True, type=Path, help="output directory")
+    parser.add_argument("--baseline", type=Path, help="bench results file to compare against")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    try:
+        inputs = load_inputs(args.results, args.baseline)
+    except ReportInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    _progress(f"loaded {len(inputs.bench)} bench and {len(inputs.conformance)} conformance file(s)")
+    index = build(inputs, args.out)
+    _progress(f"wrote {index} ({len(list(args.out.iterdir()))} files in {args.out})")
+    return 0

@@ -1,0 +1,82 @@
+"""A bench run against a baseline run: the verdicts of ``lmckv bench compare``, as a table.
+
+The comparison itself is :func:`bench.compare.compare_files` with its defaults (gate on the
+reference implementation, 25% slowdown threshold), so the page and the command line agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import pandas as pd
+
+from bench.compare import Thresholds, compare_files, summary
+from bench.results import SchemaError
+from reports.load import BenchRun
+
+GATED_IMPLS = ("reference",)
+# Worst first: the order rows are listed in.
+VERDICT_ORDER = {"regression": 0, "slower": 1, "faster": 2, "ambiguous": 3, "new": 4, "missing": 5}
+VERDICT_CLASS = {
+    "regression": "o-fail",
+    "slower": "o-known",
+    "faster": "o-pass",
+    "ambiguous": "o-skip",
+    "new": "o-skip",
+    "missing": "o-skip",
+}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One row per benchmark id, the verdict counts, and bench compare's notes."""
+
+    table: pd.DataFrame
+    counts: dict[str, int]
+    notes: list[str] = field(default_factory=list)
+
+
+def compare(baseline: BenchRun, current: BenchRun) -> Comparison:
+    """``lmckv bench compare BASELINE CURRENT`` as a table (verdict ``regression`` when gated).
+
+    A file bench compare cannot read gives an empty comparison with the reason as a note.
+    """
+    try:
+        changes, text = compare_files(
+            baseline.path, current.path, thresholds=Thresholds(), gated_impls=GATED_IMPLS
+        )
+    except SchemaError as exc:
+        return Comparison(pd.DataFrame(), {}, [f"bench compare could not read the files: {exc}"])
+    notes = [line.removeprefix("note: ") for line in text.splitlines() if line.startswith("note: ")]
+    rows = []
+    for change in changes:
+        row = asdict(change)
+        ratio = row["time_ratio"]
+        rows.append(
+            {
+                "benchmark (op/impl/device/scope/dtype/case)": row["id"],
+                "baseline median (ms)": _ms(row["base_median_s"]),
+                "current median (ms)": _ms(row["head_median_s"]),
+                "time change": None if ratio is None else f"{(ratio - 1) * 100:+.1f}%",
+                "verdict": "regression" if row["regression"] else row["verdict"],
+                "regression threshold": f"+{row['threshold']:.0%}",
+            }
+        )
+    table = pd.DataFrame(rows)
+    if not table.empty:
+        order = table["verdict"].map(VERDICT_ORDER).fillna(len(VERDICT_ORDER))
+        table = table.iloc[order.argsort(kind="stable")].reset_index(drop=True)
+    return Comparison(table, summary(changes), notes)
+
+
+def counts_text(counts: dict[str, int]) -> str:
+    """``N regression(s); faster a, slower b, ...`` from bench compare's summary counts."""
+    regressions = counts.get("regressions", 0)
+    others = ", ".join(f"{k} {v}" for k, v in counts.items() if k != "regressions")
+    if set(counts) <= {"new", "missing", "regressions"}:
+        return f"no measurement in common with the baseline ({others})"
+    return f"{regressions} regression(s); {others}"
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1e3

@@ -1,0 +1,315 @@
+"""The report's PNG figures (matplotlib, Agg backend): one function per figure.
+
+Each function takes the rows it plots (non-empty; the caller writes a note instead when there
+are none) and the PNG path to write.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+from matplotlib import ticker
+from matplotlib.axes import Axes
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from reports.load import SCALE_SCOPES, scope_rank
+
+OP_ORDER = ["encode", "parse", "quantize", "decode_fp8", "decode_dequant"]
+LIMIT_OPS = frozenset({"copy", "crc32"})
+IMPL_STYLE = {"reference": "-", "upstream": "--"}
+DTYPE_MARKER = {"float16": "o", "bfloat16": "s"}
+LIMIT_COLOR = {"memcpy": "0.15", "crc32": "0.45", "d2d": "0.15", "h2d": "0.45"}
+STATUS_COLOR = {"all pass": "#5cb85c", "known failures": "#f0ad4e", "failures": "#d9534f"}
+DPI = 110
+LABELLED_FAMILIES = 3
+MAX_FIGURE_WIDTH = 18.0
+
+
+def _scope_color(scope: object) -> str:
+    return f"C{scope_rank(scope)}"
+
+
+def _ordered(values: pd.Series, order: list[str]) -> list[str]:
+    present = [str(v) for v in values.dropna().unique()]
+    return [v for v in order if v in present] + sorted(v for v in present if v not in order)
+
+
+def _human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def _save(fig: Figure, path: Path) -> None:
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
+def producer_consumer_heatmap(matrix: pd.DataFrame, path: Path) -> None:
+    """Cross-implementation cases: rows produce blobs, columns consume them.
+
+    A cell is red if any case failed, amber if any was a known failure, green if all passed.
+    """
+    grouped = matrix.groupby(["producer", "consumer"])[["cases", "pass", "fail", "known_failure"]]
+    cells = grouped.sum()
+    producers = sorted(cells.index.get_level_values(0).unique())
+    consumers = sorted(cells.index.get_level_values(1).unique())
+    status = np.full((len(producers), len(consumers)), np.nan)
+    fig, ax = plt.subplots(
+        figsize=(2.6 + 1.9 * len(consumers), 1.2 + 1.0 * len(producers)), layout="constrained"
+    )
+    for (producer, consumer), cell in cells.iterrows():
+        i, j = producers.index(producer), consumers.index(consumer)
+        if cell["cases"]:
+            status[i, j] = 2 if cell["fail"] else (1 if cell["known_failure"] else 0)
+        text = f"{int(cell['pass'])}/{int(cell['cases'])} pass"
+        if cell["known_failure"]:
+            text += f"\n{int(cell['known_failure'])} known"
+        if cell["fail"]:
+            text += f"\n{int(cell['fail'])} FAIL"
+        ax.text(j, i, text, ha="center", va="center", fontsize=9)
+    colours = ListedColormap(list(STATUS_COLOR.values())).with_extremes(bad="#e3e5e8")
+    ax.imshow(status, cmap=colours, vmin=-0.5, vmax=2.5, aspect="auto")
+    ax.set_xticks(range(len(consumers)), consumers)
+    ax.set_yticks(range(len(producers)), producers)
+    ax.set_xlabel("consumer (reads the blob)")
+    ax.set_ylabel("producer (writes the blob)")
+    ax.set_title("producer × consumer: cases passed")
+    ax.legend(
+        handles=[Patch(color=c, label=label) for label, c in STATUS_COLOR.items()]
+        + [Patch(color="#e3e5e8", label="not run")],
+        loc="upper left",
+        bbox_to_anchor=(1.02, 1.0),
+        fontsize=8,
+    )
+    _save(fig, path)
+
+
+def _gbps_spread(rows: pd.DataFrame) -> npt.NDArray[np.float64]:
+    """GB/s at median_s ± iqr_s/2, as asymmetric error-bar lengths around ``gbps``."""
+    half = rows["iqr_s"].to_numpy(float) / 2
+    median_s = rows["median_s"].to_numpy(float)
+    nbytes = rows["bytes"].to_numpy(float)
+    gbps = rows["gbps"].to_numpy(float)
+    low = nbytes / (median_s + half) / 1e9
+    high = np.where(median_s > half, nbytes / np.maximum(median_s - half, 1e-30) / 1e9, gbps)
+    return np.vstack([np.clip(gbps - low, 0, None), np.clip(high - gbps, 0, None)])
+
+
+def _limit_line(limits: pd.DataFrame, op_rows: pd.DataFrame) -> pd.Series:
+    """A limit's median GB/s per case, on the bytes the operation processed where measured."""
+    same_case = limits[limits["case"].isin(op_rows["case"])]
+    same_bytes = same_case[same_case["bytes"].isin(op_rows["bytes"])]
+    chosen = same_bytes if not same_bytes.empty else same_case
+    return chosen.groupby("case")["gbps"].median()
+
+
+def throughput_chart(throughput: pd.DataFrame, device: str, path: Path) -> None:
+    """GB/s per case (ordered by bytes per call), one panel per operation, limits dashed.
+
+    ``throughput`` must hold rows of at least one operation other than the limits on
+    ``device``; with rows from several runs, each run gets its own lines.
+    """
+    rows = throughput[throughput["device"] == device]
+    limits = rows[rows["op"].isin(LIMIT_OPS)]
+    ops = _ordered(rows.loc[~rows["op"].isin(LIMIT_OPS), "op"], OP_ORDER)
+    ncols = min(len(ops), 2)
+    nrows = math.ceil(len(ops) / ncols)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(6.2 * ncols, 3.9 * nrows), squeeze=False, layout="constrained"
+    )
+    handles: dict[str, Line2D] = {}
+    several_runs = rows["run_id"].nunique() > 1
+    for ax, op in zip(axes.flat, ops, strict=False):
+        op_rows = rows[rows["op"] == op]
+        sizes = op_rows.groupby("case")["bytes"].median().sort_values()
+        position = {case: i for i, case in enumerate(sizes.index)}
+        for (impl, scope, dtype, run_id), line in op_rows.groupby(
+            ["impl", "scope", "dtype", "run_id"], dropna=False, sort=True
+        ):
+            line = line.assign(x=line["case"].map(position)).sort_values("x")
+            label = f"{impl} {scope if isinstance(scope, str) else ''} {dtype}"
+            label += f" [{run_id}]" if several_runs else ""
+            container = ax.errorbar(
+                line["x"],
+                line["gbps"],
+                yerr=_gbps_spread(line),
+                color=_scope_color(scope),
+                linestyle=IMPL_STYLE.get(str(impl), ":"),
+                marker=DTYPE_MARKER.get(str(dtype), "^"),
+                markersize=4,
+                capsize=2,
+                linewidth=1.3,
+            )
+            handles.setdefault(label, container.lines[0])
+        for limit in sorted({str(x) for x in op_rows["limit"].dropna()}):
+            for run_id, measured in limits[limits["impl"] == limit].groupby("run_id"):
+                run_rows = op_rows[op_rows["run_id"] == run_id]
+                line = _limit_line(measured, run_rows)
+                if line.empty:
+                    continue
+                x = line.index.map(position)
+                order = np.argsort(x.to_numpy())
+                (drawn,) = ax.plot(
+                    x.to_numpy()[order],
+                    line.to_numpy()[order],
+                    color=LIMIT_COLOR.get(limit, "0.3"),
+                    linestyle=(0, (5, 3)),
+                    linewidth=2.0,
+                )
+                label = f"{limit} limit (same bytes)" + (f" [{run_id}]" if several_runs else "")
+                handles.setdefault(label, drawn)
+        ax.set_yscale("log")
+        ax.set_xticks(
+            range(len(sizes)),
+            [f"{case}\n{_human_bytes(size)}" for case, size in sizes.items()],
+            fontsize=8,
+        )
+        ax.set_xlim(-0.3, len(sizes) - 0.7)
+        ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+        ax.set_title(f"{op} ({device})")
+        ax.set_xlabel("case: input bytes per call (ordered by size)")
+        ax.set_ylabel("throughput (GB/s, log)")
+        ax.grid(True, which="major", alpha=0.3)
+    for ax in axes.flat[len(ops) :]:
+        ax.set_visible(False)
+    fig.legend(
+        handles.values(),
+        handles.keys(),
+        loc="outside lower center",
+        ncols=3,
+        fontsize=8,
+        title="impl scope dtype (solid: reference, dashed: upstream; bars: IQR)",
+        title_fontsize=8,
+    )
+    _save(fig, path)
+
+
+def _family_colors(accuracy: pd.DataFrame) -> dict[str, str]:
+    """One colour per data family (real models first), the same in every panel."""
+    families = sorted(accuracy["data"].unique(), key=lambda d: (not d.startswith("real:"), d))
+    return {family: f"C{k + 4}" for k, family in enumerate(families)}
+
+
+def _grouped_bars(ax: Axes, rows: pd.DataFrame, fmt_value: str, colors: dict[str, str]) -> None:
+    """Bars per scope, one per data family; values printed on bars when there are few."""
+    scopes = _ordered(rows["scope"], list(SCALE_SCOPES))
+    families = [f for f in colors if f in set(rows["data"])]
+    width = 0.8 / max(len(families), 1)
+    for k, family in enumerate(families):
+        values = rows[rows["data"] == family].groupby("scope")["value"].mean().reindex(scopes)
+        x = np.arange(len(scopes)) + (k - (len(families) - 1) / 2) * width
+        bars = ax.bar(x, values.to_numpy(float), width, color=colors[family])
+        if len(families) <= LABELLED_FAMILIES:
+            ax.bar_label(bars, fmt=fmt_value, fontsize=7, padding=1)
+    long_names = any(len(s) > 12 for s in scopes)
+    ax.set_xticks(
+        np.arange(len(scopes)),
+        scopes,
+        fontsize=8,
+        rotation=20 if long_names else 0,
+        ha="right" if long_names else "center",
+    )
+    ax.set_xlabel("scale scope")
+    ax.grid(True, axis="y", which="both", alpha=0.3)
+    ax.margins(y=0.15)
+
+
+def _panel_width(rows: pd.DataFrame) -> float:
+    """Inches for one bar panel: wider with more scope x family bars."""
+    bars = int(rows["scope"].nunique()) * int(rows["data"].nunique())
+    return max(5.0, 1.2 + 0.16 * bars)
+
+
+def _family_legend(fig: Figure, colors: dict[str, str]) -> None:
+    fig.legend(
+        [Patch(color=c) for c in colors.values()],
+        list(colors),
+        loc="outside lower center",
+        ncols=min(len(colors), 4),
+        fontsize=8,
+        title="data family",
+        title_fontsize=8,
+    )
+
+
+def accuracy_chart(accuracy: pd.DataFrame, metrics: list[str], path: Path) -> None:
+    """Per scope, one panel per metric (sqnr_db, attn_rel_err) and V format.
+
+    Panels sit metric x format when that fits the page width, else one per row. The error
+    axis is logarithmic when its values span more than a factor of ten. Every metric in
+    ``metrics`` must have at least one non-null row.
+    """
+    labels = {
+        "sqnr_db": ("V SQNR (dB), higher is better", "%.1f"),
+        "attn_rel_err": ("attention-output relative error\n(lower is better)", "%.3f"),
+    }
+    drawn = accuracy[accuracy["value"].notna() & accuracy["metric"].isin(metrics)]
+    fmts = sorted(drawn["fmt"].unique())
+    colors = _family_colors(drawn)
+    panels = [(metric, fmt) for metric in metrics for fmt in fmts]
+    ncols = max(1, min(len(fmts), int(MAX_FIGURE_WIDTH // _panel_width(drawn))))
+    width = max(_panel_width(drawn), min(MAX_FIGURE_WIDTH / ncols, 9.0))
+    nrows = math.ceil(len(panels) / ncols)
+    fig, axes = plt.subplots(
+        nrows,
+        ncols,
+        figsize=(width * ncols, 3.4 * nrows + 0.8),
+        squeeze=False,
+        layout="constrained",
+    )
+    for ax in axes.flat[len(panels) :]:
+        ax.set_visible(False)
+    for ax, (metric, fmt) in zip(axes.flat, panels, strict=False):
+        label, fmt_value = labels[metric]
+        rows = drawn[(drawn["metric"] == metric) & (drawn["fmt"] == fmt)]
+        if rows.empty:
+            ax.text(0.5, 0.5, f"no {metric} rows for {fmt}", ha="center", transform=ax.transAxes)
+            ax.set_axis_off()
+            continue
+        _grouped_bars(ax, rows, fmt_value, colors)
+        positive = rows.loc[rows["value"] > 0, "value"]
+        if metric == "attn_rel_err" and len(positive) and positive.max() > 10 * positive.min():
+            ax.set_yscale("log")
+            ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+            label += ", log"
+        ax.set_ylabel(label, fontsize=9)
+        ax.set_title(f"{metric}, V format {fmt}", fontsize=10)
+    _family_legend(fig, colors)
+    _save(fig, path)
+
+
+def bytes_per_token_chart(accuracy: pd.DataFrame, path: Path) -> None:
+    """Stored bytes per token per scope, and the overhead over each family's smallest scope."""
+    rows = accuracy[(accuracy["metric"] == "bytes_per_token") & accuracy["value"].notna()]
+    smallest = rows.groupby(["data", "fmt"])["value"].transform("min")
+    overhead = rows.assign(value=(rows["value"] / smallest - 1.0) * 100.0)
+    colors = _family_colors(rows)
+    width = _panel_width(rows)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(2 * width, 4.2), layout="constrained")
+    _grouped_bars(left, rows, "%.0f", colors)
+    left.set_ylabel("stored bytes per token")
+    left.set_title("stored bytes per token", fontsize=10)
+    _grouped_bars(right, overhead, "%.2f%%", colors)
+    right.set_ylabel("overhead over smallest scope (%)")
+    right.set_title("bytes per token above the smallest scope, same data", fontsize=10)
+    _family_legend(fig, colors)
+    _save(fig, path)

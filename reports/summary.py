@@ -1,0 +1,88 @@
+"""The numbers of the summary section: pass counts per level, known failures, headline ratios."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from reports.load import OUTCOMES
+
+
+def level_counts(tests: pd.DataFrame) -> pd.DataFrame:
+    """Tests per implementation and level (MUST/SHOULD) by outcome, counted from ``tests``."""
+    columns = ["impl", "level", *OUTCOMES, "total"]
+    if tests.empty:
+        return pd.DataFrame(columns=columns)
+    counts = (
+        pd.crosstab([tests["impl"], tests["level"]], tests["outcome"])
+        .reindex(columns=list(OUTCOMES), fill_value=0)
+        .reset_index()
+    )
+    counts["total"] = counts[list(OUTCOMES)].sum(axis=1)
+    return counts[columns]
+
+
+def must_should_table(counts: pd.DataFrame) -> pd.DataFrame:
+    """One row per implementation: '<pass>/<total>' for MUST and SHOULD, and failure counts."""
+    rows = []
+    for impl, group in counts.groupby("impl", sort=False):
+        row: dict[str, object] = {"implementation": impl}
+        for level in ("MUST", "SHOULD"):
+            sel = group[group["level"] == level]
+            passed = int(sel["pass"].sum())
+            total = int(sel["total"].sum())
+            row[f"{level} pass"] = f"{passed}/{total}" if total else "—"
+        for outcome in ("fail", "known_failure", "unexpected_pass", "skip"):
+            row[outcome.replace("_", " ")] = int(group[outcome].sum())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def failures(tests: pd.DataFrame, rules: pd.DataFrame) -> pd.DataFrame:
+    """Every test that did not pass or skip, with its reason, rule level and SPEC anchor."""
+    bad = tests[tests["outcome"].isin(["fail", "known_failure", "unexpected_pass"])]
+    anchors = rules[["id", "spec_anchor", "summary"]].rename(columns={"id": "rule"})
+    merged = bad.merge(anchors, on="rule", how="left")
+    order = {"fail": 0, "unexpected_pass": 1, "known_failure": 2}
+    merged = merged.assign(_order=merged["outcome"].map(order))
+    merged = merged.sort_values(["_order", "impl", "level", "rule", "id"], kind="stable")
+    columns = ["impl", "rule", "level", "outcome", "reason", "id", "producer", "spec_anchor"]
+    return merged[columns].reset_index(drop=True)
+
+
+def headline_ratios(throughput: pd.DataFrame) -> pd.DataFrame:
+    """Reference-implementation GB/s and its ratios, median over scopes, dtypes and cases.
+
+    ``ratio_to_upstream`` and ``ratio_to_limit`` are the per-row ratios the bench measured
+    within one run (SCHEMAS: throughput rows); here they are summarised by median and range.
+    """
+    columns = [
+        "device",
+        "op",
+        "rows",
+        "reference GB/s (median)",
+        "reference / upstream (median)",
+        "reference / upstream (min–max)",
+        "limit",
+        "reference / limit (median)",
+    ]
+    ref = throughput[throughput["impl"] == "reference"]
+    rows = []
+    for (device, op), group in ref.groupby(["device", "op"], sort=True):
+        up = pd.to_numeric(group["ratio_to_upstream"], errors="coerce").dropna()
+        lim = pd.to_numeric(group["ratio_to_limit"], errors="coerce").dropna()
+        limits = sorted({str(x) for x in group["limit"].dropna()})
+        rows.append(
+            {
+                "device": device,
+                "op": op,
+                "rows": len(group),
+                "reference GB/s (median)": float(group["gbps"].median()),
+                "reference / upstream (median)": float(up.median()) if len(up) else None,
+                "reference / upstream (min–max)": f"{up.min():.2f}–{up.max():.2f}"
+                if len(up)
+                else "—",
+                "limit": ", ".join(limits) or "—",
+                "reference / limit (median)": float(lim.median()) if len(lim) else None,
+            }
+        )
+    return pd.DataFrame(rows, columns=columns)

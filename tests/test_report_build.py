@@ -1,0 +1,283 @@
+"""The report builder on small fixed results files: sections, images, tables, degraded inputs."""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bench.compare import Thresholds, compare_files
+from reports.cli import main
+
+FIXTURES = Path(__file__).parent / "fixtures" / "report"
+SECTIONS = [
+    "summary",
+    "conformance",
+    "interop",
+    "throughput",
+    "accuracy",
+    "comparison",
+    "environment",
+]
+
+
+def build(out: Path, *names: str, baseline: str | None = None) -> str:
+    argv = [str(FIXTURES / n) for n in names] + ["--out", str(out)]
+    if baseline:
+        argv += ["--baseline", str(FIXTURES / baseline)]
+    assert main(argv) == 0
+    return (out / "index.html").read_text(encoding="utf-8")
+
+
+def section(page: str, section_id: str) -> str:
+    match = re.search(rf'<section id="{section_id}">(.*?)</section>', page, re.S)
+    assert match, f"section {section_id} missing"
+    return match.group(1)
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path.name} is not a PNG"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """All fixtures, and the baseline."""
+    out = tmp_path_factory.mktemp("report") / "latest"
+    page = build(
+        out,
+        "conformance.json",
+        "bench-cpu.jsonl",
+        "bench-cuda.jsonl",
+        baseline="bench-baseline.jsonl",
+    )
+    return out, page
+
+
+def test_every_section_present_in_reading_order(full: tuple[Path, str]) -> None:
+    _, page = full
+    assert re.findall(r'<section id="([a-z]+)">', page) == SECTIONS
+    assert 'class="note"' not in section(page, "throughput")
+
+
+def test_every_image_referenced_exists_and_is_a_png(full: tuple[Path, str]) -> None:
+    out, page = full
+    sources = re.findall(r'<img src="([^"]+)"', page)
+    assert sorted(sources) == sorted(
+        [
+            "producer_consumer.png",
+            "throughput_cpu.png",
+            "throughput_cuda.png",
+            "accuracy.png",
+            "bytes_per_token.png",
+        ]
+    )
+    for source in sources:
+        width, height = png_size(out / source)
+        assert width > 300 and height > 200, source
+
+
+def test_page_stands_alone(full: tuple[Path, str]) -> None:
+    _, page = full
+    assert not re.search(r"https?://|<link|<script src|@import", page)
+
+
+def test_tables_behind_figures_are_written(full: tuple[Path, str]) -> None:
+    out, _ = full
+    for name in [
+        "throughput.csv",
+        "throughput_by_scope.csv",
+        "accuracy.csv",
+        "accuracy_by_scope.csv",
+        "conformance_tests.csv",
+        "conformance_matrix.csv",
+        "conformance_failures.csv",
+        "producer_consumer.csv",
+        "headline_ratios.csv",
+        "scope_choice.csv",
+        "comparison.csv",
+        "telemetry.csv",
+    ]:
+        assert len(pd.read_csv(out / name)) > 0, name
+    manifest = json.loads((out / "manifest.json").read_text())["files"]
+    assert "index.html" in manifest and "throughput_cuda.png" in manifest
+    skips = pd.read_csv(out / "skips.csv")
+    assert list(skips["what"]) == ["cuda"]
+    environment = json.loads((out / "environment.json").read_text())
+    assert environment["bench"][1]["GPU (NVML)"].startswith("NVIDIA H200")
+
+
+def test_summary_counts_and_recommended_scope(full: tuple[Path, str]) -> None:
+    out, page = full
+
+    def no_nan(constant: str) -> None:
+        pytest.fail(f"summary.json holds {constant}: not strict JSON")
+
+    summary = json.loads((out / "summary.json").read_text(), parse_constant=no_nan)
+    counts = {(c["impl"], c["level"]): c for c in summary["counts"]}
+    assert counts[("upstream", "MUST")]["fail"] == 1
+    assert counts[("upstream", "MUST")]["known_failure"] == 2
+    assert counts[("reference", "MUST")]["skip"] == 1
+    assert summary["scope_choice"]["scope"] == "PER_PAGE_HEAD"
+    verdicts = summary["comparison_verdicts"]
+    assert verdicts["bench-cpu.jsonl"]["regressions"] == 9
+    assert verdicts["bench-cuda.jsonl"]["regressions"] == 0
+    text = section(page, "summary")
+    assert "Recommended scale scope: PER_PAGE_HEAD" in text
+    assert "Rule: Among scopes that store their scales in the blob" in text
+    assert "upstream: 1 MUST test(s) FAIL" in text
+    assert '<tr class="chosen"><td>PER_PAGE_HEAD</td>' in text
+    assert "Against the baseline (lmckv bench compare), bench-cpu.jsonl: 9 regression(s)" in text
+    assert "bench-cuda.jsonl: no measurement in common with the baseline" in text
+
+
+def test_matrix_shows_which_impl_breaks_which_rule(full: tuple[Path, str]) -> None:
+    _, page = full
+    text = section(page, "conformance")
+    row = re.search(r"<tr><td>KEY-FS-FORM</td>(.*?)</tr>", text, re.S)
+    assert row
+    assert '<td class="o-pass">pass · 2/2</td>' in row.group(1)
+    assert '<td class="o-fail">FAIL · 1/2 pass</td>' in row.group(1)
+    links = re.findall(r'<a href="([^"]+)">#key-fs-form</a>', text)
+    assert links and all(
+        link.endswith("reference_impl/SPEC.md#key-fs-form") and not link.startswith("/")
+        for link in links
+    )
+    assert "cache_salt with &#x27;.&#x27; does not round-trip" in text
+    assert '<td class="o-known">known failure</td>' in text
+    grouped = re.search(r"<th>first reason</th>.*?</table>", text, re.S)
+    assert grouped and grouped.group(0).count("<tr>") == 4  # fail, xpass, 2 known rules
+    assert "Every failing test (5)" in text
+
+
+def test_comparison_shows_bench_compare_verdicts(full: tuple[Path, str]) -> None:
+    out, page = full
+    changes, _ = compare_files(
+        FIXTURES / "bench-baseline.jsonl",
+        FIXTURES / "bench-cpu.jsonl",
+        thresholds=Thresholds(),
+        gated_impls=("reference",),
+    )
+    expected = {c.id for c in changes if c.regression}
+    assert len(expected) == 9
+    table = pd.read_csv(out / "comparison.csv")
+    cpu = table[table["current_run"] == "bench-20250301T101500Z-3f2a9c1"]
+    shown = set(cpu.loc[cpu["verdict"] == "regression", cpu.columns[0]])
+    assert shown == expected
+    text = section(page, "comparison")
+    rows = re.findall(
+        r"<tr><td>([^<]+)</td>(?:<td[^>]*>[^<]*</td>){3}<td class=\"o-fail\">regression", text
+    )
+    assert set(rows) == expected
+    assert "no measurement appears in both runs" in text  # CUDA run against a CPU baseline
+    assert "env.gpu differs" in text
+
+
+def test_baseline_bench_compare_cannot_read_is_a_note(tmp_path: Path) -> None:
+    baseline = tmp_path / "baseline.jsonl"
+    text = (FIXTURES / "bench-baseline.jsonl").read_text()
+    baseline.write_text(text + json.dumps({"kind": "future"}) + "\n")
+    out = tmp_path / "out"
+    assert (
+        main([str(FIXTURES / "bench-cpu.jsonl"), "--baseline", str(baseline), "--out", str(out)])
+        == 0
+    )
+    page = (out / "index.html").read_text()
+    assert "bench compare could not read the files" in section(page, "comparison")
+    assert "unknown record kind" in section(page, "comparison")
+    assert not (out / "comparison.csv").exists()
+
+
+def test_bench_only_synthetic_only_notes_what_is_missing(tmp_path: Path) -> None:
+    lines = (FIXTURES / "bench-cpu.jsonl").read_text().splitlines(keepends=True)
+    synthetic = tmp_path / "bench-synthetic.jsonl"
+    synthetic.write_text("".join(line for line in lines if '"real:' not in line))
+    out = tmp_path / "out"
+    assert main([str(synthetic), "--out", str(out)]) == 0
+    page = (out / "index.html").read_text()
+    assert re.findall(r'<section id="([a-z]+)">', page) == SECTIONS
+    for section_id in ("conformance", "interop"):
+        assert "no conformance results file among the inputs" in section(page, section_id)
+    assert "no CUDA rows in this run: cuda: no CUDA device" in section(page, "throughput")
+    assert "no real-model rows in this run" in section(page, "accuracy")
+    assert "no --baseline given" in section(page, "comparison")
+    assert "Recommended scale scope: PER_PAGE_HEAD" in page
+    assert "over synthetic families (synthetic:wide-range)" in page
+    assert not (out / "throughput_cuda.png").exists()
+    for source in re.findall(r'<img src="([^"]+)"', page):
+        png_size(out / source)
+
+
+def test_rebuild_removes_only_its_own_stale_files(tmp_path: Path) -> None:
+    build(tmp_path, "conformance.json", "bench-cuda.jsonl")
+    assert (tmp_path / "throughput_cuda.png").exists()
+    (tmp_path / "notes.txt").write_text("mine")
+    page = build(tmp_path, "conformance.json")
+    assert not (tmp_path / "throughput_cuda.png").exists()
+    assert not (tmp_path / "throughput.csv").exists()
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+    assert re.findall(r'<img src="([^"]+)"', page) == ["producer_consumer.png"]
+    assert "no bench results file among the inputs" in section(page, "throughput")
+
+
+def test_two_runs_of_one_device_keep_separate_lines(tmp_path: Path) -> None:
+    page = build(tmp_path, "bench-cpu.jsonl", "bench-baseline.jsonl")
+    assert "accuracy rows come from 2 runs" in section(page, "accuracy")
+    throughput = pd.read_csv(tmp_path / "throughput.csv")
+    assert throughput["run_id"].nunique() == 2
+    png_size(tmp_path / "throughput_cpu.png")
+
+
+def test_odd_but_valid_inputs_degrade_with_notes(tmp_path: Path) -> None:
+    """Null accuracy values, limit-only CUDA rows, a zero-case matrix cell, an unlisted rule."""
+    lines = (FIXTURES / "bench-cpu.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    kept = [r for r in records if r["kind"] != "accuracy" or r["metric"] != "sqnr_db"]
+    for record in kept:
+        if record["kind"] == "accuracy" and record["scope"] == "PER_TENSOR":
+            record["value"] = None
+    limit = next(r for r in records if r["kind"] == "throughput" and r["impl"] == "memcpy")
+    kept.append({**limit, "device": "cuda", "impl": "d2d"})
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    document = json.loads((FIXTURES / "conformance.json").read_text())
+    document["matrix"].append(
+        {
+            "producer": "upstream",
+            "consumer": "c",
+            "cases": 0,
+            "pass": 0,
+            "fail": 0,
+            "known_failure": 0,
+        }
+    )
+    document["tests"].append(
+        {
+            "id": "t::x[c]",
+            "rule": "NEW-RULE",
+            "level": "MUST",
+            "impl": "c",
+            "producer": None,
+            "outcome": "fail",
+            "reason": "new",
+        }
+    )
+    document["rules"][0]["spec_anchor"] = "#kv-magic"
+    conformance = tmp_path / "conformance.json"
+    conformance.write_text(json.dumps(document))
+    out = tmp_path / "out"
+    assert main([str(conformance), str(bench), "--out", str(out)]) == 0
+    page = (out / "index.html").read_text()
+    assert "only limit rows (copy, crc32) on CUDA" in section(page, "throughput")
+    assert "no sqnr_db rows in this run" in section(page, "accuracy")
+    assert 'SPEC.md#kv-magic">#kv-magic</a>' in page and "##" not in page
+    assert re.search(r"<tr><td>NEW-RULE</td><td>\?</td>", section(page, "conformance"))
+    assert "PER_TENSOR" not in set(pd.read_csv(out / "scope_choice.csv")["scope"])
+    for source in re.findall(r'<img src="([^"]+)"', page):
+        png_size(out / source)
