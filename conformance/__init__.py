@@ -1,0 +1,1 @@
+"""lmckv's cross-implementation conformance suite (see conformance/README.md)."""

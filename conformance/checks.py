@@ -1,0 +1,86 @@
+"""Assertions shared by the conformance tests, with messages an implementer can act on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from conformance.drivers.base import RAW_PREFIX, Driver
+from conformance.errors import matches
+
+
+def require(impl: Driver, *capabilities: str) -> None:
+    """Skip, naming the capability, when the implementation does not declare it."""
+    for cap in capabilities:
+        if not impl.supports(cap):
+            pytest.skip(f"{impl.name} does not declare capability {cap}")
+
+
+def _error_text(res: dict[str, Any]) -> str:
+    return f"{res.get('error')}: {res.get('message', '')}"
+
+
+def expect_ok(res: dict[str, Any], what: str) -> dict[str, Any]:
+    """The call must succeed."""
+    if not res["ok"]:
+        kind = "crashed with untyped" if str(res["error"]).startswith(RAW_PREFIX) else "raised"
+        pytest.fail(f"{what}: {kind} {_error_text(res)}", pytrace=False)
+    return res
+
+
+def expect_error(res: dict[str, Any], expected: str, what: str) -> None:
+    """The call must fail with the canonical error ``expected`` (or, for a family name such
+    as ProtocolError, any member of the family)."""
+    if res["ok"]:
+        shown = {k: v for k, v in res.items() if k != "ok"}
+        pytest.fail(
+            f"{what}: accepted, expected {expected}; returned {_short(shown)}", pytrace=False
+        )
+    if matches(str(res["error"]), expected):
+        return
+    if str(res["error"]).startswith(RAW_PREFIX):
+        pytest.fail(
+            f"{what}: rejected with untyped {_error_text(res)}; expected {expected}",
+            pytrace=False,
+        )
+    pytest.fail(f"{what}: raised {_error_text(res)}; expected {expected}", pytrace=False)
+
+
+def _short(value: Any, limit: int = 400) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def expect_fields(got: dict[str, Any], expected: dict[str, Any], what: str) -> None:
+    """Every expected field present and equal; lists every difference at once."""
+    diffs = []
+    for name, want in expected.items():
+        if name not in got:
+            diffs.append(f"{name}: missing (expected {_short(want, 80)})")
+        elif got[name] != want:
+            diffs.append(f"{name}: got {_short(got[name], 80)}, expected {_short(want, 80)}")
+    if diffs:
+        pytest.fail(f"{what}: " + "; ".join(diffs), pytrace=False)
+
+
+def describe_tensor_diff(got: bytes, want: bytes, dtype: torch.dtype) -> str:
+    """How two tensors' bytes differ: count, first index, values there."""
+    size = torch.empty(0, dtype=dtype).element_size()
+    if len(got) != len(want):
+        return f"{len(got)} bytes, expected {len(want)}"
+    g = torch.frombuffer(bytearray(got), dtype=dtype) if got else torch.empty(0, dtype=dtype)
+    w = torch.frombuffer(bytearray(want), dtype=dtype) if want else torch.empty(0, dtype=dtype)
+    gi = g.view(torch.uint8).reshape(-1, size)
+    wi = w.view(torch.uint8).reshape(-1, size)
+    differ = (gi != wi).any(dim=1).nonzero().flatten()
+    if differ.numel() == 0:
+        return "identical"
+    first = int(differ[0])
+    return (
+        f"{differ.numel()} of {g.numel()} {str(dtype).removeprefix('torch.')} elements "
+        f"differ; first at flat index {first}: got {float(g[first].float())!r} "
+        f"(0x{bytes(gi[first].tolist())[::-1].hex()}), expected {float(w[first].float())!r} "
+        f"(0x{bytes(wi[first].tolist())[::-1].hex()})"
+    )

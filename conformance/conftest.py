@@ -1,0 +1,31 @@
+"""Registers the conformance plugin and the fixtures tests use (see plugin.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.drivers import Driver
+from conformance.plugin import PLUGIN_NAME, ConformancePlugin, add_options, get_plugin
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "rule(id): the SPEC rule a conformance test checks")
+    config.pluginmanager.register(ConformancePlugin(config), PLUGIN_NAME)
+
+
+@pytest.fixture
+def impl(request: pytest.FixtureRequest) -> Driver:
+    """The implementation under test (parametrized over --impl)."""
+    return get_plugin(request.config).drivers[request.param]
+
+
+@pytest.fixture
+def pair(request: pytest.FixtureRequest) -> tuple[Driver, Driver]:
+    """(producer, consumer) of the producer x consumer matrix."""
+    drivers = get_plugin(request.config).drivers
+    producer, consumer = request.param
+    return drivers[producer], drivers[consumer]

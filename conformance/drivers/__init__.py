@@ -1,0 +1,39 @@
+"""Implementations under test, chosen with ``--impl``.
+
+- ``reference``: this repository's ``reference_impl``.
+- ``upstream``: LMCache's own modules (lmcache 0.5.6).
+- ``python:PKG``: any importable package with ``PKG.kv_codec``, ``PKG.protocol``,
+  ``PKG.keys`` laid out like ``reference_impl``.
+- ``exec:CMD``: a program in any language speaking conformance/TESTEE.md on stdin/stdout.
+"""
+
+from __future__ import annotations
+
+from conformance.drivers.base import Driver, DriverError
+
+
+def load_driver(spec: str) -> Driver:
+    """Build the driver an ``--impl`` value names; DriverError says why it cannot."""
+    try:
+        if spec == "reference":
+            from conformance.drivers.python_driver import load_package
+
+            return load_package("reference_impl", name="reference")
+        if spec == "upstream":
+            from conformance.drivers.upstream_driver import load_upstream
+
+            return load_upstream()
+        if spec.startswith("python:"):
+            from conformance.drivers.python_driver import load_package
+
+            return load_package(spec.removeprefix("python:"))
+        if spec.startswith("exec:"):
+            from conformance.drivers.exec_driver import ExecDriver
+
+            return ExecDriver(spec.removeprefix("exec:"))
+    except ImportError as exc:
+        raise DriverError(f"--impl {spec}: cannot import it: {exc}") from exc
+    raise DriverError(f"--impl {spec!r}: expected reference, upstream, python:PKG or exec:CMD")
+
+
+__all__ = ["Driver", "DriverError", "load_driver"]

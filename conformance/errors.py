@@ -1,0 +1,57 @@
+"""Canonical error names (TESTEE.md, "Errors") and the families they belong to.
+
+Codec errors must match exactly: CorruptEncodedKVError, CodecMismatchError and
+UnsupportedConfigError mean different things to a caller. Protocol and key errors must
+belong to the right family (PROTO-TYPED-ERRORS); the subclass the reference raises is
+recorded in each vector for information.
+"""
+
+from __future__ import annotations
+
+CODEC_ERRORS = ("CorruptEncodedKVError", "CodecMismatchError", "UnsupportedConfigError")
+
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "ProtocolError": (
+        "ProtocolError",
+        "MalformedMessageError",
+        "UnknownIdError",
+        "UnencodableMessageError",
+        "KeyTooLongError",
+        "ShapeError",
+        "CacheKeyError",
+        "RemoteMetadataError",
+    ),
+    "KeyFormatError": (
+        "KeyFormatError",
+        "ObjectKeyInvariantError",
+        "MalformedObjectKeyStringError",
+        "UnrepresentableObjectKeyError",
+        "KVRankFieldError",
+        "DescriptorError",
+    ),
+}
+
+#: The family an operation's errors belong to (CacheEngineKey strings are protocol).
+OP_FAMILIES = (
+    ("proto.", "ProtocolError"),
+    ("key.cache.", "ProtocolError"),
+    ("key.", "KeyFormatError"),
+)
+
+
+def family_of(error: str) -> str | None:
+    """The family of a canonical error name, or None (codec errors, raw errors)."""
+    for family, members in FAMILIES.items():
+        if error in members:
+            return family
+    return None
+
+
+def op_family(op: str) -> str | None:
+    """The error family of an operation, or None for codec operations."""
+    return next((family for prefix, family in OP_FAMILIES if op.startswith(prefix)), None)
+
+
+def matches(got: str, expected: str) -> bool:
+    """``got`` satisfies ``expected``: the same name, or a member of the family ``expected``."""
+    return got == expected or (expected in FAMILIES and family_of(got) == expected)

@@ -1,0 +1,64 @@
+"""Known-failure lists: conformance/expectations/<impl>.txt, one test id per line.
+
+A line is ``<test id> <reason>``: the test id is the pytest node id without its directory
+(``test_codec_read.py::test_parse[upstream-kv-crc-zero]``), the reason is free text and
+mandatory. ``#`` starts a comment line. A listed test that passes fails the run, and so
+does a listed test that no longer exists: the lists can only shrink.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Set LMCKV_EXPECTATIONS_DIR to read the lists from another directory (self-tests do).
+EXPECTATIONS_DIR = Path(
+    os.environ.get("LMCKV_EXPECTATIONS_DIR", Path(__file__).resolve().parent / "expectations")
+)
+
+
+class ExpectationsError(ValueError):
+    """An expectations file is malformed."""
+
+
+@dataclass(frozen=True)
+class Expectations:
+    """The known failures of one implementation."""
+
+    impl: str
+    path: Path | None
+    reasons: dict[str, str]
+
+
+def short_id(nodeid: str) -> str:
+    """``conformance/test_x.py::test_y[p]`` -> ``test_x.py::test_y[p]``."""
+    path, sep, rest = nodeid.partition("::")
+    return path.rsplit("/", 1)[-1] + sep + rest
+
+
+def expectations_path(impl: str, version: str | None) -> Path:
+    """upstream -> upstream-<version>.txt; anything else -> <impl>.txt."""
+    if impl == "upstream" and version:
+        return EXPECTATIONS_DIR / f"upstream-{version}.txt"
+    return EXPECTATIONS_DIR / f"{impl}.txt"
+
+
+def load(impl: str, version: str | None) -> Expectations:
+    """The implementation's list, or an empty one when it has no file."""
+    path = expectations_path(impl, version)
+    if not path.is_file():
+        return Expectations(impl, None, {})
+    reasons: dict[str, str] = {}
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        test_id, _, reason = line.partition(" ")
+        reason = reason.strip()
+        if not reason:
+            raise ExpectationsError(f"{path.name}:{number}: {test_id} has no reason")
+        if test_id in reasons:
+            raise ExpectationsError(f"{path.name}:{number}: {test_id} is listed twice")
+        reasons[test_id] = reason
+    return Expectations(impl, path, reasons)

@@ -1,0 +1,62 @@
+"""Assemble every golden file in memory: manifests plus binary vectors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from conformance.golden import codec_blobs, codec_encode, key_vectors, protocol_vectors
+from conformance.golden.codec_builder import NOTES as CODEC_NOTES
+from conformance.golden.codec_builder import CodecVectors, reference_driver
+from conformance.golden.common import FileSet, manifest
+
+GOLDEN_DIR = Path(__file__).resolve().parents[2] / "golden_blobs"
+
+CODEC_DESCRIPTION = (
+    "Encoded-KV blob v1 (AsymK16V8). Each vector names a blob file; 'expected' holds the "
+    "header fields a reader returns or the error class it raises; 'decode' the digests of "
+    "the payload sections and of V dequantized to 'out_v_dtype'; 'encode' the inputs whose "
+    "re-encoding must give the blob byte for byte. Files are relative to golden_blobs/."
+)
+
+
+PROTOCOL_DESCRIPTION = (
+    "ClientMetaMessage, ServerMetaMessage and RemoteMetadata. Each vector is one operation "
+    "(TESTEE.md): its request and either the result fields or the error family "
+    "('error', with the reference's class in 'error_class'). Message bytes are files "
+    "('msg_file'); '-write' and '-read' vectors come in pairs."
+)
+KEYS_DESCRIPTION = (
+    "CacheEngineKey strings, ObjectKey invariants, kv_rank packing, EncodedObjectKey JSON, "
+    "FS filenames, S3/native object names and IPC fan-out. Each vector is one operation "
+    "(TESTEE.md); 'distinct' vectors write several keys that must not share a name."
+)
+
+
+def build_codec(files: FileSet) -> None:
+    cv = CodecVectors(files)
+    codec_encode.build(cv)
+    codec_blobs.build(cv)
+    files.add_json(
+        "v1/codec.json", manifest("lmckv-encoded-kv", CODEC_DESCRIPTION, CODEC_NOTES, cv.vectors)
+    )
+
+
+def build_all(progress: Callable[[str], None] = lambda _msg: None) -> dict[str, bytes]:
+    """Every file under golden_blobs/, by relative path."""
+    files = FileSet()
+    progress("golden: codec vectors")
+    build_codec(files)
+    driver = reference_driver()
+    progress("golden: protocol vectors")
+    pv = protocol_vectors.build(files, driver)
+    files.add_json(
+        "v1/protocol.json",
+        manifest("lmckv-protocol", PROTOCOL_DESCRIPTION, protocol_vectors.NOTES, pv.vectors),
+    )
+    progress("golden: key vectors")
+    kv = key_vectors.build(files, driver)
+    files.add_json(
+        "v1/keys.json", manifest("lmckv-keys", KEYS_DESCRIPTION, key_vectors.NOTES, kv.vectors)
+    )
+    return dict(sorted(files.files.items()))

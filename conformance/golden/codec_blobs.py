@@ -1,0 +1,608 @@
+"""Hand-built blob vectors: each named after the rule it tests, most of them negative.
+
+They start from a valid blob (``base``: PER_PAGE_HEAD, float16, [2, 4, 2, 8]; ``hashes``:
+the same with all six hash strings set) and change it through the independent header model
+in :mod:`conformance.golden.blob_layout`. Because the CRC covers the payload only, most
+header edits keep a valid CRC: exactly the corruption a reader must catch by checking the
+redundant fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+import zlib
+from collections.abc import Callable
+
+from conformance.golden import blob_layout as bl
+from conformance.golden.codec_builder import (
+    CORRUPT,
+    INT64_MAX,
+    INT64_MIN,
+    MISMATCH,
+    CodecVectors,
+)
+
+Edit = Callable[[bl.Header], None]
+
+
+def _edited(base: bytes, edit: Edit, payload: bytes | None = None) -> bytes:
+    parsed = bl.parse(base)
+    header = dataclasses.replace(parsed.header, hash_pairs=list(parsed.header.hash_pairs))
+    edit(header)
+    return bl.pack(header, parsed.payload if payload is None else payload)
+
+
+def _set(**values: object) -> Edit:
+    def edit(h: bl.Header) -> None:
+        for name, value in values.items():
+            setattr(h, name, value)
+
+    return edit
+
+
+def field_corruptions(cv: CodecVectors, base: bytes) -> None:
+    """Every header field set to a value its rule forbids."""
+    cases: list[tuple[str, str, str, Edit]] = [
+        (
+            "kv-magic-lowercase",
+            "KV-MAGIC",
+            "magic 'lmckv' in lower case",
+            _set(magic=b"lmckv\x01\x00\x01"),
+        ),
+        (
+            "kv-magic-minor-2",
+            "KV-MAGIC",
+            "magic with version triplet 1.0.2",
+            _set(magic=b"LMCKV\x01\x00\x02"),
+        ),
+        ("kv-magic-zero", "KV-MAGIC", "eight zero bytes", _set(magic=b"\x00" * 8)),
+        ("kv-version-0", "KV-VERSION", "header version 0", _set(version=0)),
+        ("kv-version-2", "KV-VERSION", "header version 2", _set(version=2)),
+        (
+            "kv-version-byteswapped",
+            "KV-VERSION",
+            "version 1 written big-endian (0x0100)",
+            _set(version=0x0100),
+        ),
+        ("kv-scope-4", "KV-SCOPE", "scale_scope 4 (one past EXTERNAL)", _set(scale_scope=4)),
+        ("kv-scope-ffff", "KV-SCOPE", "scale_scope 0xffff", _set(scale_scope=0xFFFF)),
+        ("kv-k-dtype-none", "KV-K-DTYPE", "k_dtype id 0 (no dtype)", _set(k_dtype_id=0)),
+        ("kv-k-dtype-float32", "KV-K-DTYPE", "k_dtype float32 (4)", _set(k_dtype_id=4)),
+        ("kv-k-dtype-fp8", "KV-K-DTYPE", "k_dtype float8_e4m3fn (7)", _set(k_dtype_id=7)),
+        (
+            "kv-k-dtype-unknown-9",
+            "KV-K-DTYPE",
+            "k_dtype id 9 (not in the table)",
+            _set(k_dtype_id=9),
+        ),
+        ("kv-k-dtype-ffff", "KV-K-DTYPE", "k_dtype id 0xffff", _set(k_dtype_id=0xFFFF)),
+        ("kv-v-dtype-none", "KV-V-DTYPE", "v_dtype id 0", _set(v_dtype_id=0)),
+        ("kv-v-dtype-float16", "KV-V-DTYPE", "v_dtype float16 (2)", _set(v_dtype_id=2)),
+        (
+            "kv-v-dtype-e5m2",
+            "KV-V-DTYPE",
+            "v_dtype float8_e5m2 (8): reserved, not v1",
+            _set(v_dtype_id=8),
+        ),
+        ("kv-scale-dtype-none", "KV-SCALE-DTYPE", "scale_dtype id 0", _set(scale_dtype_id=0)),
+        ("kv-scale-dtype-uint8", "KV-SCALE-DTYPE", "scale_dtype uint8 (6)", _set(scale_dtype_id=6)),
+        (
+            "kv-scale-dtype-fp8",
+            "KV-SCALE-DTYPE",
+            "scale_dtype float8_e4m3fn (7)",
+            _set(scale_dtype_id=7),
+        ),
+        ("kv-scale-dtype-unknown", "KV-SCALE-DTYPE", "scale_dtype id 99", _set(scale_dtype_id=99)),
+        ("kv-reserved-1", "KV-RESERVED", "reserved field 1", _set(reserved=1)),
+        ("kv-reserved-8000", "KV-RESERVED", "reserved field 0x8000", _set(reserved=0x8000)),
+        ("kv-ids-layer-minus-2", "KV-IDS", "layer_id -2", _set(layer_id=-2)),
+        ("kv-ids-layer-int64-min", "KV-IDS", "layer_id int64 min", _set(layer_id=INT64_MIN)),
+        ("kv-ids-chunk-minus-2", "KV-IDS", "chunk_id -2", _set(chunk_id=-2)),
+        ("kv-geometry-chunk-size-0", "KV-GEOMETRY", "chunk_size 0", _set(chunk_size=0)),
+        ("kv-geometry-chunk-size-minus-2", "KV-GEOMETRY", "chunk_size -2", _set(chunk_size=-2)),
+        ("kv-geometry-page-size-0", "KV-GEOMETRY", "page_size 0", _set(page_size=0)),
+        ("kv-geometry-page-size-minus-7", "KV-GEOMETRY", "page_size -7", _set(page_size=-7)),
+        ("kv-geometry-heads-0", "KV-GEOMETRY", "kv_head_count 0", _set(kv_head_count=0)),
+        ("kv-geometry-heads-minus-3", "KV-GEOMETRY", "kv_head_count -3", _set(kv_head_count=-3)),
+        ("kv-geometry-head-dim-0", "KV-GEOMETRY", "head_dim 0", _set(head_dim=0)),
+        (
+            "kv-geometry-head-dim-int64-min",
+            "KV-GEOMETRY",
+            "head_dim int64 min",
+            _set(head_dim=INT64_MIN),
+        ),
+        ("kv-scale-shape-n-9", "KV-SCALE-SHAPE-N", "scale_shape_n 9", _set(scale_shape_n=9)),
+        (
+            "kv-scale-shape-n-minus-1",
+            "KV-SCALE-SHAPE-N",
+            "scale_shape_n -1",
+            _set(scale_shape_n=-1),
+        ),
+        (
+            "kv-scale-shape-n-2-62",
+            "KV-SCALE-SHAPE-N",
+            "scale_shape_n 2^62: a reader that reads 8*n bytes first overflows",
+            _set(scale_shape_n=2**62),
+        ),
+        (
+            "kv-scale-shape-n-int64-max",
+            "KV-SCALE-SHAPE-N",
+            "scale_shape_n int64 max",
+            _set(scale_shape_n=INT64_MAX),
+        ),
+        (
+            "kv-scale-shape-count-3",
+            "KV-SCALE-SHAPE",
+            "scale_shape_n 3 on a 2-d scale shape: every later field shifts by 8 bytes",
+            _set(scale_shape_n=3),
+        ),
+        (
+            "kv-scale-shape-heads",
+            "KV-SCALE-SHAPE",
+            "scale_shape (2, 3) with kv_head_count 2",
+            _set(scale_shape=[2, 3]),
+        ),
+        (
+            "kv-scale-shape-negative",
+            "KV-SCALE-SHAPE",
+            "scale_shape (-1, 2)",
+            _set(scale_shape=[-1, 2]),
+        ),
+        (
+            "kv-len-k-odd",
+            "KV-LEN",
+            "k_payload_len one more than the K bytes (odd for float16)",
+            _set(k_payload_len=257),
+        ),
+        ("kv-len-k-negative", "KV-LEN", "k_payload_len -256", _set(k_payload_len=-256)),
+        (
+            "kv-len-k-2-62",
+            "KV-LEN",
+            "k_payload_len 2^62: a reader that allocates by it dies",
+            _set(k_payload_len=2**62),
+        ),
+        (
+            "kv-len-k-int64-max",
+            "KV-LEN",
+            "k_payload_len int64 max: offset arithmetic overflows",
+            _set(k_payload_len=INT64_MAX),
+        ),
+        ("kv-len-v-negative", "KV-LEN", "v_payload_len -1", _set(v_payload_len=-1)),
+        ("kv-len-v-2-62", "KV-LEN", "v_payload_len 2^62", _set(v_payload_len=2**62)),
+        ("kv-len-scale-negative", "KV-LEN", "scale_payload_len -16", _set(scale_payload_len=-16)),
+        (
+            "kv-len-scale-zero",
+            "KV-LEN",
+            "scale_payload_len 0 for a (2, 2) float32 scale shape",
+            _set(scale_payload_len=0),
+        ),
+    ]
+    for vid, rule, comment, edit in cases:
+        flags = ["field-corrupt"]
+        if "2-62" in vid or "int64-max" in vid:
+            flags.append("allocation")
+        cv.add_blob(
+            vid, rule, comment, _edited(base, edit), result="invalid", error=CORRUPT, flags=flags
+        )
+
+
+def redundant_disagreements(cv: CodecVectors, base: bytes) -> None:
+    """Fields that must agree, made to disagree with the payload extent and CRC intact."""
+    cases: list[tuple[str, str, str, Edit]] = [
+        (
+            "kv-len-k-v-shifted",
+            "KV-LEN",
+            "k_payload_len +2, v_payload_len -2: same total, K has 129 elements, V 126",
+            _set(k_payload_len=258, v_payload_len=126),
+        ),
+        (
+            "kv-len-v-scale-shifted",
+            "KV-LEN",
+            "v_payload_len +16, scale_payload_len 0: same total",
+            _set(v_payload_len=144, scale_payload_len=0),
+        ),
+        (
+            "kv-len-k-scale-shifted",
+            "KV-LEN",
+            "k_payload_len -16 (120 elements), scale_payload_len +16",
+            _set(k_payload_len=240, scale_payload_len=32),
+        ),
+        (
+            "kv-scale-shape-heads-4",
+            "KV-SCALE-SHAPE",
+            "kv_head_count 4 but scale_shape (2, 2)",
+            _set(kv_head_count=4),
+        ),
+        (
+            "kv-scale-shape-pages-swapped",
+            "KV-SCALE-SHAPE",
+            "scale_shape (4, 1): same 4 scales, wrong pages x heads",
+            _set(scale_shape=[4, 1]),
+        ),
+        (
+            "kv-scale-shape-page-size-2",
+            "KV-SCALE-SHAPE",
+            "page_size 2 while 2 pages hold 8 tokens",
+            _set(page_size=2),
+        ),
+        (
+            "kv-scale-shape-head-dim-16",
+            "KV-SCALE-SHAPE",
+            "head_dim 16: 128 elements make 4 tokens, not 2 pages x 4",
+            _set(head_dim=16),
+        ),
+        (
+            "kv-geometry-head-dim-3",
+            "KV-GEOMETRY",
+            "head_dim 3: 128 elements are not whole tokens of 2 x 3",
+            _set(head_dim=3),
+        ),
+        (
+            "kv-scale-shape-scope-per-tensor",
+            "KV-SCALE-SHAPE",
+            "scale_scope PER_TENSOR on a (2, 2) scale shape",
+            _set(scale_scope=0),
+        ),
+        (
+            "kv-scale-shape-scope-per-layer-head",
+            "KV-SCALE-SHAPE",
+            "scale_scope PER_LAYER_HEAD on a (2, 2) scale shape",
+            _set(scale_scope=1),
+        ),
+        (
+            "kv-len-scale-dtype-float16",
+            "KV-LEN",
+            "scale_dtype float16 while 16 bytes hold 4 float32 scales",
+            _set(scale_dtype_id=2),
+        ),
+    ]
+    for vid, rule, comment, edit in cases:
+        cv.add_blob(
+            vid,
+            rule,
+            comment,
+            _edited(base, edit),
+            result="invalid",
+            error=CORRUPT,
+            flags=["redundant-disagree"],
+        )
+    cv.add_blob(
+        "kv-k-dtype-flip-bfloat16",
+        "KV-K-DTYPE",
+        "k_dtype changed from float16 to bfloat16: sizes agree and the CRC covers only the "
+        "payload, so the blob is valid and K now decodes as different numbers",
+        _edited(base, _set(k_dtype_id=3)),
+        result="valid",
+        flags=["header-not-covered"],
+    )
+    cv.add_blob(
+        "kv-ids-layer-id-edited",
+        "KV-IDS",
+        "layer_id rewritten to 7 after writing: valid, since the CRC cannot see it",
+        _edited(base, _set(layer_id=7)),
+        result="valid",
+        flags=["header-not-covered"],
+    )
+    cv.add_blob(
+        "kv-dtype-alias-k-1",
+        "KV-DTYPE-ALIAS",
+        "k_dtype id 1, the legacy float16 id: read as float16",
+        _edited(base, _set(k_dtype_id=1)),
+        result="valid",
+        flags=["field-corrupt"],
+    )
+    cv.add_blob(
+        "kv-layout-big-endian",
+        "KV-LAYOUT",
+        "the whole header written big-endian",
+        _edited(base, _set(big_endian=True)),
+        result="invalid",
+        error=CORRUPT,
+        flags=["byte-order"],
+    )
+    external = cv.base_blobs["external"]
+    ext = bl.parse(external)
+    cv.add_blob(
+        "kv-scale-shape-external-not-stored",
+        "Q-EXTERNAL",
+        "EXTERNAL scope with no stored scales (scale_shape (0,), 0 bytes): valid, but V can "
+        "only be dequantized with scales given out of band",
+        _edited(
+            external,
+            _set(scale_shape=[0], scale_payload_len=0),
+            ext.payload[: -ext.header.scale_payload_len],
+        ),
+        result="valid",
+        flags=["field-corrupt"],
+    )
+    parsed = bl.parse(base)
+    one_scale = parsed.payload[: -parsed.header.scale_payload_len + 4]
+    cv.add_blob(
+        "kv-scale-shape-n-8-external",
+        "KV-SCALE-SHAPE-N",
+        "EXTERNAL scope with one scale of shape (1, 1, 1, 1, 1, 1, 1, 1): eight dimensions "
+        "is the maximum, and valid",
+        _edited(base, _set(scale_scope=3, scale_shape=[1] * 8, scale_payload_len=4), one_scale),
+        result="valid",
+        flags=["field-corrupt"],
+        decode=False,
+    )
+
+
+def hash_sections(cv: CodecVectors, base: bytes) -> None:
+    """Valid and malformed hash sections."""
+    pairs = bl.parse(base).header.hash_pairs
+
+    def with_pairs(new: list[tuple[bytes, bytes]], count: int | None = None) -> bytes:
+        return _edited(base, _set(hash_pairs=new, hash_count=count))
+
+    valid = [
+        ("kv-hashes-none", "no hash pairs at all (count 0): every hash reads empty", []),
+        ("kv-hashes-reversed", "the six pairs in reverse order", list(reversed(pairs))),
+        (
+            "kv-hashes-unknown-key",
+            "an extra pair with an unknown key, which readers ignore",
+            [*pairs, (b"x-future-field", b"anything")],
+        ),
+        ("kv-hashes-subset", "only model_id and kv_layout", [pairs[0], pairs[5]]),
+    ]
+    for vid, comment, new in valid:
+        cv.add_blob(
+            vid, "KV-HASHES", comment, with_pairs(new), result="valid", flags=["hash-section"]
+        )
+    first = pairs[0]
+    invalid: list[tuple[str, str, bytes]] = [
+        ("kv-hashes-count-ffff", "hash count 0xffff, six pairs present", with_pairs(pairs, 0xFFFF)),
+        (
+            "kv-hashes-count-7",
+            "hash count 7, six pairs present: the 7th is read from the CRC",
+            with_pairs(pairs, 7),
+        ),
+        (
+            "kv-hashes-count-5",
+            "hash count 5, six pairs present: the 6th pair is read as the CRC",
+            with_pairs(pairs, 5),
+        ),
+        (
+            "kv-hashes-value-not-utf8",
+            "model_id value bytes ff fe",
+            with_pairs([(first[0], b"\xff\xfe"), *pairs[1:]]),
+        ),
+        (
+            "kv-hashes-key-not-utf8",
+            "a key of bytes c3 28",
+            with_pairs([*pairs, (b"\xc3\x28", b"")]),
+        ),
+        (
+            "kv-hashes-value-overlong-utf8",
+            "model_id value c0 af (overlong '/')",
+            with_pairs([(first[0], b"\xc0\xaf"), *pairs[1:]]),
+        ),
+        (
+            "kv-hashes-value-surrogate",
+            "model_id value ed a0 80 (UTF-8 of a surrogate)",
+            with_pairs([(first[0], b"\xed\xa0\x80"), *pairs[1:]]),
+        ),
+        ("kv-hashes-duplicate-key", "model_id twice", with_pairs([*pairs, (first[0], b"other")])),
+    ]
+    for vid, comment, blob in invalid:
+        cv.add_blob(
+            vid, "KV-HASHES", comment, blob, result="invalid", error=CORRUPT, flags=["hash-section"]
+        )
+    parsed = bl.parse(base)
+    raw = bytearray(base)
+    off, _ = parsed.offsets["hash[0].key_len"]
+    raw[off : off + 2] = b"\xff\xff"
+    cv.add_blob(
+        "kv-hashes-key-len-ffff",
+        "KV-HASHES",
+        "first key length 0xffff: runs past the end of the buffer",
+        bytes(raw),
+        result="invalid",
+        error=CORRUPT,
+        flags=["hash-section", "allocation"],
+    )
+
+
+def crc_variants(cv: CodecVectors, base: bytes) -> None:
+    """Wrong CRC values, and payload bytes changed under a right one."""
+    parsed = bl.parse(base)
+    payload = parsed.payload
+    h = parsed.header
+    k_len, v_len = h.k_payload_len, h.v_payload_len
+    crc = zlib.crc32(payload) & 0xFFFFFFFF
+    header_plus = bl.pack(dataclasses.replace(h, crc=0), payload)[: parsed.header_len - 4]
+
+    def with_crc(value: int) -> bytes:
+        return _edited(base, _set(crc=value))
+
+    def flip(index: int) -> bytes:
+        changed = bytearray(payload)
+        changed[index] ^= 0x01
+        return _edited(base, _set(crc=crc), bytes(changed))
+
+    cases: list[tuple[str, str, bytes, list[str]]] = [
+        (
+            "kv-crc-crc32c",
+            "the CRC field holds CRC-32C (Castagnoli) of the payload",
+            with_crc(bl.crc32c(payload)),
+            ["crc32c"],
+        ),
+        (
+            "kv-crc-big-endian",
+            "the right CRC written big-endian",
+            with_crc(struct.unpack("<I", struct.pack(">I", crc))[0]),
+            ["byte-order"],
+        ),
+        (
+            "kv-crc-no-final-xor",
+            "CRC-32 without the final inversion",
+            with_crc(crc ^ 0xFFFFFFFF),
+            [],
+        ),
+        (
+            "kv-crc-over-header",
+            "CRC-32 of header fields plus payload instead of payload only",
+            with_crc(zlib.crc32(header_plus + payload) & 0xFFFFFFFF),
+            [],
+        ),
+        ("kv-crc-zero", "CRC field zero", with_crc(0), []),
+        ("kv-crc-bit-flip", "lowest CRC bit flipped", with_crc(crc ^ 1), []),
+        ("kv-crc-k-byte", "first K payload byte changed", flip(0), []),
+        ("kv-crc-v-byte", "first V payload byte changed", flip(k_len), []),
+        (
+            "kv-crc-scale-byte",
+            "last scale payload byte changed",
+            flip(k_len + v_len + h.scale_payload_len - 1),
+            [],
+        ),
+    ]
+    for vid, comment, blob, extra in cases:
+        cv.add_blob(
+            vid, "KV-CRC", comment, blob, result="invalid", error=CORRUPT, flags=["crc", *extra]
+        )
+
+
+def truncations(cv: CodecVectors, base: bytes) -> None:
+    """The buffer cut at the start and middle of every header field, and in the payload."""
+    parsed = bl.parse(base)
+    cuts: dict[int, str] = {0: "empty buffer"}
+    for name, (off, size) in parsed.offsets.items():
+        if off > 0:
+            cuts.setdefault(off, f"ends before {name}")
+        if size > 1:
+            cuts.setdefault(off + size // 2, f"ends inside {name}")
+    for cut in sorted(cuts):
+        label = cuts[cut].replace(" ", "-").replace("[", "").replace("]", "").replace(".", "-")
+        cv.add_blob(
+            f"kv-truncated-at-{cut:03d}-{label}",
+            "KV-TRUNCATED",
+            f"blob cut to {cut} bytes: {cuts[cut]}",
+            base[:cut],
+            result="invalid",
+            error=CORRUPT,
+            flags=["truncated"],
+        )
+    head = parsed.header_len
+    payload_cuts = {
+        head: "header complete, no payload",
+        head + parsed.header.k_payload_len: "K complete, V missing",
+        len(base) - 1: "last scale byte missing",
+    }
+    for cut, comment in payload_cuts.items():
+        cv.add_blob(
+            f"kv-len-sum-truncated-at-{cut}",
+            "KV-LEN-SUM",
+            f"blob cut to {cut} bytes: {comment}",
+            base[:cut],
+            result="invalid",
+            error=CORRUPT,
+            flags=["truncated"],
+        )
+
+
+def trailing(cv: CodecVectors, base: bytes) -> None:
+    """Bytes after the payload: rejected by default, ignored with allow_trailing."""
+    padded = base + bytes(-len(base) % 4096)
+    cases = [
+        ("one-zero-byte", "one 0x00 byte", base + b"\x00"),
+        ("second-blob", "a second copy of the blob", base + base),
+        ("block-padding", f"zero padding to 4096 bytes ({len(padded) - len(base)} bytes)", padded),
+    ]
+    for name, comment, blob in cases:
+        strict = cv.add_blob(
+            f"kv-trailing-{name}",
+            "KV-TRAILING",
+            f"{comment} after the payload, read strictly",
+            blob,
+            result="invalid",
+            error=CORRUPT,
+            flags=["trailing"],
+        )
+        cv.add_blob(
+            f"kv-trailing-{name}-allowed",
+            "KV-TRAILING",
+            f"{comment} after the payload, read with allow_trailing",
+            blob,
+            result="valid",
+            flags=["trailing", "allow-trailing"],
+            parse_args={"allow_trailing": True},
+            blob_path=strict["blob"],
+        )
+
+
+def hash_gate(cv: CodecVectors, blob: bytes) -> None:
+    """The same blob read with expected hashes that match, wildcard, or differ."""
+    stored = {k.decode(): v.decode("utf-8") for k, v in bl.parse(blob).header.hash_pairs}
+    path = cv.files.add("v1/codec/kv-hash-gate.bin", blob)
+
+    def gate(vid: str, comment: str, expected: dict[str, str], error: str | None) -> None:
+        cv.add_blob(
+            vid,
+            "KV-HASH-GATE",
+            comment,
+            blob,
+            result="invalid" if error else "valid",
+            error=error,
+            flags=["hash-gate"],
+            parse_args={f"expect_{k}": v for k, v in expected.items()},
+            blob_path=path,
+        )
+
+    gate("kv-hash-gate-all-equal", "expected hashes equal the stored ones", stored, None)
+    gate(
+        "kv-hash-gate-all-empty",
+        "expected hashes all empty: wildcards",
+        dict.fromkeys(stored, ""),
+        None,
+    )
+    gate(
+        "kv-hash-gate-model-only",
+        "only model_id expected, and equal",
+        {"model_id": stored["model_id"]},
+        None,
+    )
+    for name, value in stored.items():
+        gate(
+            f"kv-hash-gate-{name.replace('_', '-')}-differs",
+            f"expected {name} differs from the stored one",
+            {**stored, name: value + "-other"},
+            MISMATCH,
+        )
+    gate(
+        "kv-hash-gate-case-differs",
+        "expected model_id differs only in letter case: hashes compare as exact strings",
+        {"model_id": stored["model_id"].upper()},
+        MISMATCH,
+    )
+    gate(
+        "kv-hash-gate-nfd-differs",
+        "expected tokenizer_hash is the NFD form of the stored NFC string: no normalization",
+        {"tokenizer_hash": stored["tokenizer_hash"].replace("ö", "o\u0308")},
+        MISMATCH,
+    )
+    empty_blob = cv.base_blobs["base"]
+    empty_path = cv.files.add("v1/codec/kv-hash-gate-stored-empty.bin", empty_blob)
+    cv.add_blob(
+        "kv-hash-gate-stored-empty",
+        "KV-HASH-GATE",
+        "model_id stored empty, expected set: the stored empty string is a wildcard",
+        empty_blob,
+        result="valid",
+        flags=["hash-gate"],
+        parse_args={"expect_model_id": "some/model"},
+        blob_path=empty_path,
+    )
+
+
+def build(cv: CodecVectors) -> None:
+    """All hand-built blob vectors, in a fixed order."""
+    base = cv.base_blobs["base"]
+    field_corruptions(cv, base)
+    redundant_disagreements(cv, base)
+    hash_sections(cv, cv.base_blobs["hashes"])
+    crc_variants(cv, base)
+    truncations(cv, base)
+    trailing(cv, base)
+    hash_gate(cv, cv.base_blobs["hashes"])

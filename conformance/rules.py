@@ -1,0 +1,406 @@
+"""The rule registry: every conformance test checks exactly one of these rules.
+
+A rule has an id (``KV-CRC``), a level (MUST or SHOULD, RFC 2119), the anchor of the
+paragraph in ``reference_impl/SPEC.md`` that states it, and a one-line summary. The
+anchor is the rule id in lower case; SPEC.md states each rule under that anchor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MUST = "MUST"
+SHOULD = "SHOULD"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One normative statement of SPEC.md."""
+
+    id: str
+    level: str
+    summary: str
+
+    @property
+    def spec_anchor(self) -> str:
+        return "#" + self.id.lower()
+
+
+_RULES: tuple[Rule, ...] = (
+    # -- encoded-KV blob: header ----------------------------------------------------------
+    Rule(
+        "KV-MAGIC",
+        MUST,
+        "A blob starts with the 8 bytes 'LMCKV' 01 00 01; readers reject "
+        "any other prefix with CorruptEncodedKVError.",
+    ),
+    Rule("KV-VERSION", MUST, "The u16 at offset 8 is 1; readers reject any other version."),
+    Rule(
+        "KV-LAYOUT",
+        MUST,
+        "Header fields have the fixed order, widths and offsets of "
+        "SPEC.md, all integers little-endian; a writer produces exactly these bytes.",
+    ),
+    Rule("KV-SCOPE", MUST, "scale_scope (u16 at offset 10) is 0..3; readers reject other ids."),
+    Rule(
+        "KV-K-DTYPE",
+        MUST,
+        "k_dtype is float16 (id 2, legacy id 1) or bfloat16 (id 3); readers reject other ids.",
+    ),
+    Rule(
+        "KV-V-DTYPE",
+        MUST,
+        "v_dtype is float8_e4m3fn (id 7); readers reject any other id, e5m2 (8) included.",
+    ),
+    Rule(
+        "KV-SCALE-DTYPE",
+        MUST,
+        "scale_dtype is float32, float16, bfloat16 or float64; readers reject other ids.",
+    ),
+    Rule("KV-DTYPE-ALIAS", MUST, "Dtype id 1 reads as float16; writers always write 2."),
+    Rule(
+        "KV-RESERVED",
+        MUST,
+        "The reserved u16 at offset 18 is written 0; readers reject a non-zero value.",
+    ),
+    Rule(
+        "KV-IDS",
+        MUST,
+        "layer_id and chunk_id are int64, -1 meaning unset; values below -1 "
+        "are rejected; every other value round-trips exactly.",
+    ),
+    Rule(
+        "KV-GEOMETRY",
+        MUST,
+        "chunk_size, page_size, kv_head_count and head_dim are -1 "
+        "(unset) or positive; 0 and values below -1 are rejected.",
+    ),
+    Rule(
+        "KV-SCALE-SHAPE-N",
+        MUST,
+        "scale_shape_n is 0..8; readers reject other values "
+        "before reading or allocating anything sized by it.",
+    ),
+    Rule(
+        "KV-SCALE-SHAPE",
+        MUST,
+        "scale_shape is () for PER_TENSOR, (H,) for PER_LAYER_HEAD, "
+        "(n_pages, H) for PER_PAGE_HEAD, consistent with kv_head_count, head_dim, "
+        "page_size and the payload; readers reject a disagreement.",
+    ),
+    Rule(
+        "KV-LEN",
+        MUST,
+        "Payload lengths are non-negative and agree with the dtypes and "
+        "shapes: whole K elements, as many V elements as K elements, scale bytes = "
+        "prod(scale_shape) x scale itemsize; readers reject a disagreement even when the "
+        "CRC is valid.",
+    ),
+    Rule(
+        "KV-LEN-SUM",
+        MUST,
+        "The payload is exactly k_payload_len + v_payload_len + "
+        "scale_payload_len bytes after the header; a shorter buffer is rejected.",
+    ),
+    Rule(
+        "KV-HASHES",
+        MUST,
+        "The hash section is a u16 count then (u16 length, UTF-8) key "
+        "and value strings; writers emit the six known keys in order; readers reject "
+        "non-UTF-8, overlong or duplicate strings and ignore unknown keys.",
+    ),
+    Rule(
+        "KV-HASH-GATE",
+        MUST,
+        "Reading with expected hashes raises CodecMismatchError when "
+        "an expected and a stored value are both non-empty and differ; empty strings "
+        "match anything.",
+    ),
+    Rule(
+        "KV-CRC",
+        MUST,
+        "The u32 after the hash section is the zlib CRC-32 (IEEE 802.3, "
+        "not CRC-32C) of the payload only, little-endian; a mismatch is rejected.",
+    ),
+    Rule(
+        "KV-TRUNCATED",
+        MUST,
+        "A buffer that ends inside any header field is rejected with "
+        "CorruptEncodedKVError (never a crash or an unchecked read).",
+    ),
+    Rule(
+        "KV-TRAILING",
+        MUST,
+        "Bytes after the payload are rejected by default and ignored "
+        "when the reader is asked to allow them (allow_trailing).",
+    ),
+    Rule(
+        "KV-PAYLOAD",
+        MUST,
+        "The payload is K, then V (FP8), then scales, each the C-order "
+        "bytes of its tensor; decode returns exactly these bytes.",
+    ),
+    Rule(
+        "KV-LOGICAL-SHAPE",
+        MUST,
+        "decode returns K and V in their logical shape, rebuilt "
+        "from kv_head_count, head_dim, page_size, the PER_PAGE_HEAD scale shape and "
+        "kv_layout (NHD: [pages, page_size, H, D]; HND: [pages, H, page_size, D]).",
+    ),
+    Rule(
+        "KV-LAYOUT-NAME",
+        MUST,
+        "kv_layout '' or 'NHD' is token-major and 'HND' head-major; "
+        "decode without an explicit shape refuses other names with "
+        "UnsupportedConfigError.",
+    ),
+    Rule(
+        "KV-ENCODE-REFUSE",
+        MUST,
+        "encode refuses (UnsupportedConfigError) to write a blob that readers would reject.",
+    ),
+    # -- quantization -----------------------------------------------------------------------
+    Rule(
+        "Q-SCALE",
+        MUST,
+        "scale = float32(amax |V| over the scope's group) / 448; a group "
+        "with amax 0 (or NaN) gets 1.0; PER_PAGE_HEAD scales are stored (n_pages, H) "
+        "whatever the axis order of V.",
+    ),
+    Rule(
+        "Q-ROUND",
+        MUST,
+        "q = e4m3fn(clamp(float32(V) / scale, -448, 448)) with "
+        "round-to-nearest-even, subnormals included; out-of-range values saturate.",
+    ),
+    Rule(
+        "Q-DEQUANT",
+        MUST,
+        "V' = out_dtype(float32(q) * float32(scale)) with the scale of q's group, in every scope.",
+    ),
+    Rule(
+        "Q-EXTERNAL",
+        MUST,
+        "EXTERNAL scope: the caller's scales are stored as given and "
+        "broadcast against V when quantizing and dequantizing.",
+    ),
+    Rule(
+        "Q-NONFINITE",
+        SHOULD,
+        "NaN and Inf in V follow Q-SCALE/Q-ROUND literally (NaN-"
+        "propagating amax, NaN group -> scale 1.0, Inf amax -> scale Inf), so every "
+        "implementation writes the same bytes.",
+    ),
+    # -- protocol messages (ids shared with the protocol/keys draft of SPEC.md) -----------
+    Rule(
+        "PROTO-TYPED-ERRORS",
+        MUST,
+        "Readers and writers of messages and keys report every "
+        "malformed input as an error of the format's family (ProtocolError, KeyFormatError), "
+        "never a raw unpacking, lookup, decoding or assertion error.",
+    ),
+    Rule(
+        "PROTO-BYTE-ORDER",
+        MUST,
+        "Every message integer is an int32 stored little-endian, without padding.",
+    ),
+    Rule("PROTO-INT32", MUST, "Writers refuse values outside int32 (and non-integers)."),
+    Rule(
+        "PROTO-LENGTH-NONNEG",
+        MUST,
+        "The length field is >= 0; writers refuse and readers reject a negative length.",
+    ),
+    Rule(
+        "PROTO-COMMAND-ID",
+        MUST,
+        "command is 1..5 (PUT, GET, EXIST, LIST, HEALTH); readers reject other ids.",
+    ),
+    Rule("PROTO-CODE-ID", MUST, "code is 200 (SUCCESS) or 400 (FAIL); readers reject others."),
+    Rule("PROTO-FMT-ID", MUST, "fmt is a MemoryFormat id 0..8; readers reject others."),
+    Rule(
+        "PROTO-DTYPE-ID",
+        MUST,
+        "dtype is an id of the dtype table (1 read as float16, "
+        "written as 2); writers refuse dtypes without an id, readers reject unknown ids.",
+    ),
+    Rule(
+        "PROTO-LOCATION-ID",
+        MUST,
+        "location is 0 (none), 1 (LocalCPUBackend) or 2 "
+        "(LocalDiskBackend); writers refuse other names, readers other ids.",
+    ),
+    Rule("PROTO-SHAPE-RANK", MUST, "A shape has at most 4 dimensions; writers refuse more."),
+    Rule(
+        "PROTO-SHAPE-DIMS",
+        MUST,
+        "Each dimension is in [0, 2^31-1]; negative dimensions are refused and rejected.",
+    ),
+    Rule(
+        "PROTO-SHAPE-PAD",
+        MUST,
+        "Shapes are padded to 4 slots with zeros; readers drop "
+        "trailing zero slots (keeping one) except for BINARY/BINARY_BUFFER, so [4, 0] reads "
+        "back as [4] (documented loss).",
+    ),
+    Rule(
+        "PROTO-CLIENT-LAYOUT",
+        MUST,
+        "ClientMetaMessage is 9 int32 (command, length, fmt, "
+        "dtype, location, 4 shape slots) then the 150-byte key field: 186 bytes.",
+    ),
+    Rule(
+        "PROTO-SERVER-LAYOUT",
+        MUST,
+        "ServerMetaMessage is 9 int32 (code, length, fmt, dtype, "
+        "4 shape slots, location): 36 bytes.",
+    ),
+    Rule(
+        "PROTO-EXACT-LENGTH",
+        MUST,
+        "Readers reject a ClientMetaMessage that is not exactly "
+        "186 bytes and a ServerMetaMessage that is not exactly 36 bytes.",
+    ),
+    Rule(
+        "PROTO-KEY-LENGTH",
+        MUST,
+        "The key string is at most 150 UTF-8 bytes (bytes, not "
+        "characters); writers refuse longer keys instead of truncating them.",
+    ),
+    Rule(
+        "PROTO-KEY-FIELD",
+        MUST,
+        "The key field is the UTF-8 key padded with 0x20; readers "
+        "strip trailing 0x20 only and reject all-padding, NUL and invalid UTF-8; writers "
+        "refuse keys ending in a space.",
+    ),
+    Rule(
+        "PROTO-RMETA-LAYOUT",
+        MUST,
+        "RemoteMetadata is length, fmt, then per group dtype and "
+        "4 shape slots, all int32: 8 + 20 n bytes.",
+    ),
+    Rule(
+        "PROTO-RMETA-GROUPS",
+        MUST,
+        "n >= 1 comes from configuration; readers read the first "
+        "8 + 20 n bytes and reject shorter buffers; writers refuse a different group count.",
+    ),
+    Rule(
+        "PROTO-RMETA-DTYPE",
+        MUST,
+        "Every RemoteMetadata group has a real dtype: id 0 is refused and rejected.",
+    ),
+    # -- keys -------------------------------------------------------------------------------
+    Rule(
+        "KEY-CACHE-FORM",
+        MUST,
+        "CacheEngineKey string: model@world_size@worker_id@hash@dtype"
+        "[@layer][@tag%value...]; readers reject other shapes.",
+    ),
+    Rule("KEY-CACHE-MODEL", MUST, "The model name holds no '@'; writers refuse one that does."),
+    Rule(
+        "KEY-CACHE-INT",
+        MUST,
+        "world_size, worker_id and layer are canonical ASCII decimal "
+        "fitting int64; '+1', ' 1', '1_0', non-ASCII digits and spaces are rejected.",
+    ),
+    Rule(
+        "KEY-CACHE-HASH",
+        MUST,
+        "The chunk hash is lowercase hex without prefix (negative "
+        "with '-'); uppercase, '0x' and empty are rejected.",
+    ),
+    Rule(
+        "KEY-CACHE-DTYPE",
+        MUST,
+        "The dtype field is a name of the key dtype table (half, "
+        "bfloat16, float, ...), not a torch name.",
+    ),
+    Rule(
+        "KEY-CACHE-LAYER",
+        MUST,
+        "A sixth field without '%' is a canonical layer id >= 0; "
+        "writers refuse a negative layer id.",
+    ),
+    Rule(
+        "KEY-CACHE-TAG",
+        MUST,
+        "Tags are name%value; names hold no '@' or '%', values no "
+        "'@'; a tag without '%' or a repeated name is rejected.",
+    ),
+    Rule("KEY-HASH-BYTES", MUST, "ObjectKey.chunk_hash is a byte string, possibly empty."),
+    Rule("KEY-MODEL-CHARS", MUST, "ObjectKey.model_name holds neither '@' nor NUL."),
+    Rule("KEY-SALT-CHARS", MUST, "cache_salt holds none of '@', '/', '\\', NUL."),
+    Rule("KEY-SALT-LENGTH", MUST, "cache_salt is at most 128 characters."),
+    Rule("KEY-GROUP-RANGE", MUST, "object_group_id is an integer >= 0."),
+    Rule("KEY-KVRANK-WIDTH", MUST, "kv_rank is an integer in 0..2^32-1."),
+    Rule(
+        "KEY-KVRANK-PACK",
+        MUST,
+        "kv_rank = world_size<<24 | global_rank<<16 | local_world_size<<8 | local_rank.",
+    ),
+    Rule(
+        "KEY-KVRANK-RANGE",
+        MUST,
+        "Each kv_rank input is in 0..255; anything else is refused, "
+        "so no two inputs pack to the same rank.",
+    ),
+    Rule(
+        "KEY-STRING-FORM",
+        MUST,
+        "S3/native object name: model@%08x rank@%x group@hex hash"
+        "[@salt], salt present iff non-empty.",
+    ),
+    Rule(
+        "KEY-SALT-FIELD",
+        MUST,
+        "Readers reject an empty fifth (salt) field and field counts other than 4 or 5.",
+    ),
+    Rule(
+        "KEY-HEX-CANONICAL",
+        MUST,
+        "Object-key readers accept only canonical lowercase hex of "
+        "exact width: no prefix, sign, space, underscore or odd-length hash.",
+    ),
+    Rule(
+        "KEY-FS-FORM",
+        MUST,
+        "FS filename: model with '/' -> '-SEP-', '@0x%08x' rank, '@%x' "
+        "group, '@hex' hash, optional '@salt', '.data'; readers require each part.",
+    ),
+    Rule(
+        "KEY-FS-SEP-ALIAS",
+        MUST,
+        "Writers refuse model names that do not survive the "
+        "'/' <-> '-SEP-' escape, so two keys never share a filename.",
+    ),
+    Rule("KEY-FS-NAME-MAX", SHOULD, "Writers refuse filenames longer than 255 bytes."),
+    Rule(
+        "KEY-ENCODED-FIELDS",
+        MUST,
+        "EncodedObjectKey JSON: chunk_hash_hex, model_name, "
+        "kv_rank, optional object_group_id (0) and cache_salt (''); unknown members, missing "
+        "required ones and wrong JSON types are rejected.",
+    ),
+    Rule(
+        "KEY-IPC-FANOUT",
+        MUST,
+        "IPC fan-out: one list per object group in order, chunk-major "
+        "rank-minor; without worker_id all ranks pack(ws, w, ws, w), else only the worker's.",
+    ),
+    Rule(
+        "KEY-IPC-WORKER",
+        MUST,
+        "IPC world_size is 1..255 and worker_id, when present, 0..world_size-1.",
+    ),
+)
+
+RULES: dict[str, Rule] = {rule.id: rule for rule in _RULES}
+
+
+def rule(rule_id: str) -> Rule:
+    """The registered rule ``rule_id``; KeyError names the unknown id."""
+    try:
+        return RULES[rule_id]
+    except KeyError:
+        raise KeyError(f"rule {rule_id!r} is not in conformance/rules.py") from None

@@ -1,0 +1,62 @@
+"""Run the conformance suite in a subprocess and read its results file (used by the
+suite's self-tests in tests/test_suite_*.py and handy in scripts)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class SuiteRun:
+    """Exit status, merged output and the parsed results file of one run."""
+
+    returncode: int
+    output: str
+    results: dict[str, Any]
+
+    def outcomes(self) -> dict[str, str]:
+        """Node id -> outcome."""
+        return {t["id"]: t["outcome"] for t in self.results.get("tests", [])}
+
+    def failed_must(self) -> list[str]:
+        return [
+            t["id"]
+            for t in self.results.get("tests", [])
+            if t["outcome"] == "fail" and t["level"] == "MUST"
+        ]
+
+
+def run_suite(
+    impls: list[str],
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 600,
+) -> SuiteRun:
+    """``python -m pytest conformance --impl ... ARGS`` from the repository root."""
+    with tempfile.TemporaryDirectory(prefix="lmckv-suite-") as tmp:
+        results = Path(tmp) / "results.json"
+        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"]
+        if not any(a == "conformance" or a.startswith("conformance/") for a in args):
+            cmd.append("conformance")
+        for impl in impls:
+            cmd += ["--impl", impl]
+        cmd += ["--results-json", str(results), *args]
+        proc = subprocess.run(
+            cmd,
+            cwd=REPO,
+            env={**os.environ, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        data = json.loads(results.read_text()) if results.exists() else {}
+    return SuiteRun(proc.returncode, proc.stdout + proc.stderr, data)

@@ -1,0 +1,1 @@
+"""Testee programs that speak TESTEE.md (the C testee lives in testees/c/)."""

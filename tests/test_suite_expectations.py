@@ -1,0 +1,75 @@
+"""Known-failure lists can only shrink: every listed upstream test fails today, removing a
+line fails the run, and a listed test that passes or no longer exists fails the run."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conformance.expectations import EXPECTATIONS_DIR, load
+from conformance.run import run_suite
+
+UPSTREAM_VERSION = "0.5.6"
+
+
+def _upstream_reasons() -> dict[str, str]:
+    if importlib.util.find_spec("lmcache") is None:
+        pytest.skip("lmcache 0.5.6 is not installed, so upstream cannot be run")
+    return load("upstream", UPSTREAM_VERSION).reasons
+
+
+def _node(short: str) -> str:
+    return "conformance/" + short
+
+
+def test_every_listed_upstream_test_fails_today() -> None:
+    reasons = _upstream_reasons()
+    assert len(reasons) > 100
+    run = run_suite(["upstream", "reference"], *[_node(s) for s in reasons], "-n", "2")
+    assert run.returncode == 0, run.output[-3000:]
+    outcomes = run.outcomes()
+    not_failing = sorted(s for s in reasons if outcomes.get(_node(s)) != "known_failure")
+    assert not not_failing, f"listed but not failing: {not_failing[:10]}"
+
+
+def test_removing_a_line_fails_the_run(tmp_path: Path) -> None:
+    reasons = _upstream_reasons()
+    victim = next(iter(reasons))
+    copy = tmp_path / "expectations"
+    shutil.copytree(EXPECTATIONS_DIR, copy)
+    path = copy / f"upstream-{UPSTREAM_VERSION}.txt"
+    kept = [ln for ln in path.read_text().splitlines() if not ln.startswith(victim + " ")]
+    path.write_text("\n".join(kept) + "\n")
+    run = run_suite(
+        ["upstream", "reference"], _node(victim), env={"LMCKV_EXPECTATIONS_DIR": str(copy)}
+    )
+    assert run.returncode == 1
+    assert run.outcomes()[_node(victim)] == "fail"
+
+
+def test_a_listed_test_that_passes_fails_the_run(tmp_path: Path) -> None:
+    short = "test_keys.py::test_keys[reference-key-kv-rank-single]"
+    (tmp_path / "reference.txt").write_text(f"{short} pretend it is broken\n")
+    run = run_suite(["reference"], _node(short), env={"LMCKV_EXPECTATIONS_DIR": str(tmp_path)})
+    assert run.returncode == 1
+    assert run.outcomes()[_node(short)] == "unexpected_pass"
+
+
+def test_a_stale_line_fails_the_run(tmp_path: Path) -> None:
+    (tmp_path / "reference.txt").write_text("test_keys.py::test_keys[reference-gone] removed\n")
+    run = run_suite(["reference"], env={"LMCKV_EXPECTATIONS_DIR": str(tmp_path)})
+    assert run.returncode == 1
+    assert "stale expectation" in run.output
+    assert set(run.outcomes().values()) == {"pass"}
+
+
+def test_a_line_without_reason_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "reference.txt").write_text("test_keys.py::test_keys[reference-x]\n")
+    run = run_suite(
+        ["reference"], "-k", "key-kv-rank-single", env={"LMCKV_EXPECTATIONS_DIR": str(tmp_path)}
+    )
+    assert run.returncode != 0
+    assert "has no reason" in run.output

@@ -1,0 +1,56 @@
+"""The results file (SCHEMAS.md), merged over xdist workers, and the pair count."""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+from conformance.drivers import load_driver
+from conformance.matrix import MATRIX_TESTS, matrix_cases
+from conformance.plugin import OUTCOMES, ConformancePlugin
+from conformance.run import run_suite
+
+SELECTION = "enc-per_tensor-f16-nhd-2x4x2x8 or key-kv-rank or proto-server-00"
+
+
+def test_results_file_follows_the_schema_and_merges_xdist_workers() -> None:
+    run = run_suite(["reference", "upstream"], "-k", SELECTION, "-n", "2")
+    data = run.results
+    final = next(
+        line
+        for line in reversed(run.output.splitlines())
+        if re.search(r"\d+ (passed|failed)", line) and " in " in line
+    )
+    counts = re.findall(r"(\d+) (?:passed|failed|xfailed|skipped|error)", final)
+    assert len(data["tests"]) == sum(map(int, counts)) > 20, final
+    assert data["schema_version"] == 1
+    assert isinstance(data["wall_s"], float) and data["started_utc"].endswith("+00:00")
+    assert {i["name"] for i in data["impls"]} == {"reference", "upstream"}
+    for impl in data["impls"]:
+        assert impl["kind"] == "python" and impl["capabilities"]
+    for rule in data["rules"]:
+        assert set(rule) == {"id", "level", "spec_anchor", "summary"}
+    for test in data["tests"]:
+        assert set(test) == {"id", "rule", "level", "impl", "producer", "outcome", "reason"}
+        assert test["outcome"] in OUTCOMES
+    levels = {(row["impl"], row["level"]) for row in data["summary"]}
+    assert levels == {(i, lv) for i in ("reference", "upstream") for lv in ("MUST", "SHOULD")}
+    for row in data["summary"]:
+        assert set(row) == {"impl", "level", *OUTCOMES}
+    for row in data["matrix"]:
+        assert set(row) == {"producer", "consumer", "cases", "pass", "fail", "known_failure"}
+
+
+def test_pair_count_detects_a_lost_pair() -> None:
+    drivers = {"reference": load_driver("reference")}
+    cases = matrix_cases()
+    records = {
+        f"m{i}": {"producer": "reference", "impl": "reference", "outcome": "pass"}
+        for i in range(len(cases) * MATRIX_TESTS)
+    }
+    plugin = SimpleNamespace(drivers=drivers, records=records)
+    matrix, problem = ConformancePlugin._pair_check(plugin)  # type: ignore[arg-type]
+    assert problem is None and matrix[0]["cases"] == len(records)
+    records.pop("m0")
+    _, problem = ConformancePlugin._pair_check(plugin)  # type: ignore[arg-type]
+    assert problem is not None and "expected" in problem
