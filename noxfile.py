@@ -107,10 +107,10 @@ def conformance(session: nox.Session) -> None:
 
 @nox.session(**VENV)
 def bench(session: nox.Session) -> None:
-    """`lmckv bench ARGS` (default: a quick run into .lmckv/bench/)."""
+    """`lmckv bench ARGS` (default: a quick run into reports/runs/)."""
     install(session, "bench", "real-kv", upstream=True)
     session.install(*REAL_KV_EXTRA)
-    session.run("lmckv", "bench", *(session.posargs or ["run", "--quick", "--out", ".lmckv/bench"]))
+    session.run("lmckv", "bench", *(session.posargs or ["run", "--quick", "--out", "reports/runs"]))
 
 
 @nox.session(**VENV)

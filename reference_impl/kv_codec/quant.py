@@ -81,20 +81,30 @@ def compute_v_scales(
     if scope == ScaleScope.EXTERNAL:
         raise UnsupportedConfigError("EXTERNAL scales come from the caller, not from V")
     head, page = scope_axes(v.ndim, scope, head_axis, page_axis)
-    v = v.detach()
     keep = tuple(a for a in (page, head) if a is not None)
-    reduce = tuple(d for d in range(v.ndim) if d not in keep)
     if v.numel() == 0:
         amax = torch.zeros([v.shape[a] for a in keep], dtype=torch.float32, device=v.device)
-    elif not reduce:
-        amax = v.abs().to(torch.float32)
     else:
-        # amax(|x|) = max(max(x), -min(x)): exact in V's own dtype, NaN-propagating, and
-        # without a full-size temporary. Surviving dims keep their original order.
-        amax = torch.maximum(v.amax(dim=reduce), v.amin(dim=reduce).neg()).to(torch.float32)
+        amax = _group_absmax(v.detach(), keep).to(torch.float32)
     if page is not None and head is not None and page > head:
         amax = amax.transpose(0, 1)
-    return torch.where(amax > 0, amax / qmax, torch.full_like(amax, ZERO_SCALE_SENTINEL))
+    return torch.where(amax > 0, amax / qmax, ZERO_SCALE_SENTINEL)
+
+
+def _group_absmax(v: torch.Tensor, keep: tuple[int, ...]) -> torch.Tensor:
+    """max |v| over every axis not in ``keep`` (kept axes in their original order).
+
+    Computed as max(max(v), -min(v)) in V's own dtype: exact, NaN-propagating, and without
+    a full-size temporary such as ``v.abs()`` would allocate.
+    """
+    reduce = tuple(d for d in range(v.ndim) if d not in keep)
+    if not reduce:
+        return v.abs()
+    if not keep:
+        lo, hi = torch.aminmax(v)
+    else:
+        lo, hi = v.amin(dim=reduce), v.amax(dim=reduce)
+    return torch.maximum(hi, lo.neg())
 
 
 def scale_view(
@@ -161,24 +171,30 @@ def _blockwise(
     op: str,
     clamp: float | None,
 ) -> None:
-    """out = cast(clamp(float32(src) op scale)) in cache-sized float32 blocks."""
+    """out = cast(clamp(float32(src) op scale)) in cache-sized float32 blocks.
+
+    Mixed 16/32-bit arithmetic widens src to float32 element by element, so the float32
+    conversion costs no separate pass; FP8 sources (which torch does not promote) are
+    widened explicitly first.
+    """
+    arith = torch.div if op == "div" else torch.mul
+    widen = src.dtype in FP8_DTYPES
     if src.device.type != "cpu":
-        t = src.to(torch.float32)
-        t = t / scale if op == "div" else t * scale
+        t = arith(src.to(torch.float32) if widen else src, scale)
         if clamp is not None:
-            t = t.clamp_(-clamp, clamp)
+            t.clamp_(-clamp, clamp)
         out.copy_(t)
         return
     full = scale.expand(src.shape)
-    tmp = torch.empty(_BLOCK, dtype=torch.float32)
+    tmp = torch.empty(min(_BLOCK, max(src.numel(), 1)), dtype=torch.float32)
     for idx in _blocks(src.shape, _BLOCK):
         s_blk = src[idx]
         t = tmp[: s_blk.numel()].view(s_blk.shape)
-        t.copy_(s_blk)
-        if op == "div":
-            t.div_(full[idx])
+        if widen:
+            t.copy_(s_blk)
+            arith(t, full[idx], out=t)
         else:
-            t.mul_(full[idx])
+            arith(s_blk, full[idx], out=t)
         if clamp is not None:
             t.clamp_(-clamp, clamp)
         out[idx].copy_(t)

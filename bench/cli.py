@@ -1,0 +1,146 @@
+"""Command line: ``python -m bench run|compare|targets|cuda-check`` (``lmckv bench ...``).
+
+- ``run [--quick|--full] --out DIR``: throughput (CPU, and CUDA when present) and accuracy
+  (synthetic families and real KV); writes a new ``DIR/bench-<stamp>-<commit7>.jsonl``.
+- ``compare BASE HEAD [--threshold X] [--threshold PATTERN=X] [--gate IMPL]``: per-figure
+  change and verdict; exit 1 on a regression of a gated implementation.
+- ``targets FILE [--strict]``: the reference's performance targets; ``--strict`` exits 1
+  when one fails.
+- ``cuda-check --out DIR``: the short GPU check (``bench.cuda_check``).
+
+Exit codes: 0 success, 1 regression / failed target / failed check, 2 bad usage or input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from bench.results import SchemaError
+
+
+def _run(args: argparse.Namespace) -> int:
+    from bench import throughput
+    from bench.results import load
+    from bench.runner import run_benchmarks
+    from bench.targets import check_targets, format_checks
+
+    mode = "full" if args.full else "quick"
+    path, counts, wall = run_benchmarks(
+        args.out,
+        mode=mode,
+        plan=throughput.FULL if args.full else throughput.QUICK,
+        real=not args.no_real,
+        with_throughput=not args.no_throughput,
+        with_accuracy=not args.no_accuracy,
+        threads=args.threads,
+        progress=not args.no_progress,
+    )
+    _, records = load(path)
+    print(format_checks(check_targets(records)))
+    tally = ", ".join(f"{n} {kind}" for kind, n in counts.items())
+    print(f"{path}  ({mode}, {wall:.0f} s: {tally})")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from bench.compare import Thresholds, compare_files
+
+    try:
+        thresholds = Thresholds.parse(args.threshold)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    changes, report = compare_files(
+        args.base,
+        args.head,
+        thresholds=thresholds,
+        gated_impls=tuple(args.gate or ("reference",)),
+        relative=not args.absolute,
+        json_out=args.json,
+    )
+    print(report)
+    return 1 if any(c.regression for c in changes) else 0
+
+
+def _targets(args: argparse.Namespace) -> int:
+    from bench.results import load
+    from bench.targets import check_targets, format_checks
+
+    _, records = load(args.file)
+    checks = check_targets(records)
+    print(format_checks(checks))
+    return 1 if args.strict and any(not c.passed for c in checks) else 0
+
+
+def _cuda_check(args: argparse.Namespace) -> int:
+    from bench.cuda_check import run_check
+
+    return run_check(args.out, quick=not args.full)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``python -m bench``."""
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="measure and write a new results file")
+    size = run.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="subset of cases, few rounds (default)")
+    size.add_argument("--full", action="store_true", help="every case, more rounds")
+    run.add_argument("--out", type=Path, required=True, help="folder for the results file")
+    run.add_argument("--no-real", action="store_true", help="skip real-model KV")
+    run.add_argument("--no-throughput", action="store_true", help="accuracy only")
+    run.add_argument("--no-accuracy", action="store_true", help="throughput only")
+    run.add_argument("--no-progress", action="store_true", help="no progress bars")
+    run.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads during the run (default 1, like the limits; 0: torch's)",
+    )
+    run.set_defaults(func=_run)
+
+    cmp_ = sub.add_parser("compare", help="compare two results files")
+    cmp_.add_argument("base", type=Path)
+    cmp_.add_argument("head", type=Path)
+    cmp_.add_argument(
+        "--threshold",
+        action="append",
+        default=[],
+        metavar="[PATTERN=]X",
+        help="relative slowdown that fails (default 0.25); PATTERN globs "
+        "op/impl/device/scope/dtype/case, e.g. 'encode/*/cpu/*/*/page16=0.5'",
+    )
+    cmp_.add_argument(
+        "--gate", action="append", metavar="IMPL", help="implementations whose regressions fail"
+    )
+    cmp_.add_argument(
+        "--absolute",
+        action="store_true",
+        help="compare raw times, not times relative to same-run upstream/limit baselines",
+    )
+    cmp_.add_argument("--json", type=Path, help="also write the comparison as JSON")
+    cmp_.set_defaults(func=_compare)
+
+    tgt = sub.add_parser("targets", help="check the reference's targets in a results file")
+    tgt.add_argument("file", type=Path)
+    tgt.add_argument("--strict", action="store_true", help="exit 1 when a target fails")
+    tgt.set_defaults(func=_targets)
+
+    cuda = sub.add_parser("cuda-check", help="short GPU check (correctness and CUDA target)")
+    cuda.add_argument("--out", type=Path, required=True, help="folder for cuda-check.json")
+    cuda.add_argument("--full", action="store_true", help="more cases and rounds")
+    cuda.set_defaults(func=_cuda_check)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (OSError, SchemaError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,177 @@
+"""The codec implementations under test and the operations benchmarked on them.
+
+Both ``reference_impl.kv_codec`` and upstream's ``lmcache.v1.kv_codec`` expose
+``AsymK16V8Codec`` with ``encode``/``to_bytes``/``from_bytes``/``decode`` and the quantization
+primitives ``compute_v_scales``/``quantize_v_fp8``; ``CodecOps`` builds the timed callables
+from those public names only, so any module with that API can be benchmarked.
+
+Operations (each over every per-layer blob of a case):
+
+- ``encode``: ``encode`` then ``to_bytes`` (tensors to the bytes a backend writes);
+- ``parse``: ``from_bytes`` (header parse and payload CRC-32 check);
+- ``decode_fp8``: ``from_bytes`` then ``decode`` keeping V in FP8;
+- ``decode_dequant``: ``from_bytes`` then ``decode(out_v_dtype=<K's dtype>)``;
+- ``quantize`` (CUDA): ``compute_v_scales`` then ``quantize_v_fp8`` on the device.
+
+Blobs are parsed from ``bytearray`` copies, as a reader that fills a preallocated buffer with
+``readinto`` has them; the reference then returns K and V as views over that buffer.
+EXTERNAL stores V already in FP8 (``precomputed_v_quant``, made before timing) with the
+static scale 1.0 (vLLM's uncalibrated default), so its encode copies and never quantizes.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from bench.env import package_version
+
+IMPL_MODULES = {"reference": "reference_impl.kv_codec", "upstream": "lmcache.v1.kv_codec"}
+FP8 = torch.float8_e4m3fn
+STATIC_SCALE = 1.0
+
+
+@dataclass(frozen=True)
+class CodecImpl:
+    """A kv_codec module under a short name."""
+
+    name: str
+    module: ModuleType
+    version: str | None
+
+    def scope(self, scope_name: str) -> Any:
+        """The module's ``ScaleScope`` member called ``scope_name``."""
+        return getattr(self.module.ScaleScope, scope_name)
+
+    def codec(self, scope_name: str) -> Any:
+        """``AsymK16V8Codec(scale_scope=...)`` of this module."""
+        return self.module.AsymK16V8Codec(scale_scope=self.scope(scope_name))
+
+
+def load_impls(
+    names: tuple[str, ...] = tuple(IMPL_MODULES),
+) -> tuple[dict[str, CodecImpl], dict[str, str]]:
+    """(importable implementations by name, reason each missing one could not be loaded)."""
+    found: dict[str, CodecImpl] = {}
+    missing: dict[str, str] = {}
+    for name in names:
+        module_name = IMPL_MODULES[name]
+        try:
+            module = importlib.import_module(module_name)
+            module.AsymK16V8Codec  # noqa: B018 (the API this benchmark needs)
+        except Exception as exc:  # any import failure means "not installed here"
+            missing[name] = f"{module_name} not importable: {type(exc).__name__}: {exc}"
+            continue
+        version = package_version("lmcache") if name == "upstream" else package_version("lmckv")
+        found[name] = CodecImpl(name, module, version)
+    return found, missing
+
+
+@dataclass
+class LayerKV:
+    """One layer's K and V in canonical token-major shape [n_pages, page_size, heads, dim]."""
+
+    k: torch.Tensor
+    v: torch.Tensor
+
+    @property
+    def kv_bytes(self) -> int:
+        """Bytes of K plus V."""
+        return self.k.numel() * self.k.element_size() + self.v.numel() * self.v.element_size()
+
+
+def static_fp8(v: torch.Tensor) -> torch.Tensor:
+    """V in e4m3 with the static scale 1.0, saturated: what an FP8 KV cache already holds."""
+    limit = float(torch.finfo(FP8).max)
+    return (v.to(torch.float32) / STATIC_SCALE).clamp_(-limit, limit).to(FP8)
+
+
+class CodecOps:
+    """Timed callables for one implementation and scale scope over a list of layers."""
+
+    def __init__(self, impl: CodecImpl, scope_name: str, layers: list[LayerKV]) -> None:
+        self.impl = impl
+        self.scope_name = scope_name
+        self.layers = layers
+        self.codec = impl.codec(scope_name)
+        self._external = scope_name == "EXTERNAL"
+        self._pre = [static_fp8(layer.v) for layer in layers] if self._external else []
+        self._buffers: list[bytearray] | None = None
+
+    def _encode_kwargs(self, index: int) -> dict[str, Any]:
+        layer = self.layers[index]
+        n_pages, page_size, heads, dim = layer.k.shape
+        kwargs: dict[str, Any] = {
+            "layer_id": index,
+            "chunk_id": 0,
+            "chunk_size": n_pages * page_size,
+            "page_size": page_size,
+            "kv_head_count": heads,
+            "head_dim": dim,
+            "head_axis": -2,
+            "page_axis": 0,
+        }
+        if self._external:
+            kwargs["precomputed_v_quant"] = self._pre[index]
+            kwargs["precomputed_v_scales"] = torch.tensor(STATIC_SCALE, device=layer.v.device)
+        return kwargs
+
+    def encode(self) -> list[Any]:
+        """Encode every layer to bytes."""
+        codec = self.codec
+        return [
+            codec.to_bytes(codec.encode(layer.k, layer.v, **self._encode_kwargs(i)))
+            for i, layer in enumerate(self.layers)
+        ]
+
+    def buffers(self) -> list[bytearray]:
+        """The encoded blobs as writable buffers (encoded once, on first use)."""
+        if self._buffers is None:
+            self._buffers = [bytearray(blob) for blob in self.encode()]
+        return self._buffers
+
+    def blob_bytes(self) -> int:
+        """Total encoded size of the layers."""
+        return sum(len(b) for b in self.buffers())
+
+    def parse(self) -> None:
+        """from_bytes over every blob."""
+        for buf in self.buffers():
+            self.codec.from_bytes(buf)
+
+    def decode(self, out_v_dtype: torch.dtype | None, device: str | None = None) -> None:
+        """from_bytes then decode over every blob."""
+        codec = self.codec
+        kwargs: dict[str, Any] = {"out_v_dtype": out_v_dtype}
+        if device is not None:
+            kwargs["device"] = torch.device(device)
+        for buf in self.buffers():
+            codec.decode(codec.from_bytes(buf), **kwargs)
+
+    def quantize(self) -> None:
+        """compute_v_scales then quantize_v_fp8 over every layer's V, where V lives."""
+        m = self.impl.module
+        scope = self.impl.scope(self.scope_name)
+        for layer in self.layers:
+            if self._external:
+                scales = torch.tensor(STATIC_SCALE, device=layer.v.device)
+            else:
+                scales = m.compute_v_scales(layer.v, scope, head_axis=-2, page_axis=0)
+            m.quantize_v_fp8(layer.v, scales, scope, head_axis=-2, page_axis=0)
+
+    def op(self, name: str, dtype: torch.dtype, device: str = "cpu") -> Callable[[], object]:
+        """The callable timed for operation ``name``."""
+        target = None if device == "cpu" else device
+        table: dict[str, Callable[[], object]] = {
+            "encode": self.encode,
+            "parse": self.parse,
+            "decode_fp8": lambda: self.decode(None, target),
+            "decode_dequant": lambda: self.decode(dtype, target),
+            "quantize": self.quantize,
+        }
+        return table[name]

@@ -1,0 +1,130 @@
+"""One benchmark run: throughput, then accuracy, into a new results file.
+
+``run_benchmarks`` is what ``python -m bench run`` calls; tests call it with a tiny plan or
+with substituted implementations (e.g. a deliberately slowed one).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bench import accuracy, data, realkv
+from bench.env import GpuSampler, collect_env
+from bench.impls import CodecImpl, load_impls
+from bench.results import ResultsWriter
+from bench.throughput import ThroughputPlan, cuda_skip_reason, run_throughput
+
+
+def run_benchmarks(
+    out_dir: Path,
+    *,
+    mode: str,
+    plan: ThroughputPlan,
+    families: Sequence[str] = tuple(data.FAMILIES),
+    real: bool = True,
+    with_throughput: bool = True,
+    with_accuracy: bool = True,
+    progress: bool = True,
+    impls: dict[str, CodecImpl] | None = None,
+    missing: dict[str, str] | None = None,
+    threads: int = 1,
+) -> tuple[Path, dict[str, int], float]:
+    """Measure and write one results file; returns (path, record counts, wall seconds).
+
+    ``impls``/``missing`` default to ``load_impls()``; an absent implementation becomes a
+    skip row, as do real-model data that cannot be loaded and CUDA without a device.
+    ``threads`` sets torch's intra-op threads for the run (0 keeps torch's default). One
+    thread is the default: the limits (memcpy, crc32) use one core, and on a shared machine
+    OpenMP barriers of several threads stall whenever another process takes a core, which
+    made identical runs differ by 10x here.
+    """
+    previous_threads = torch.get_num_threads()
+    if threads > 0:
+        torch.set_num_threads(threads)
+    try:
+        return _run(
+            out_dir,
+            mode=mode,
+            plan=plan,
+            families=families,
+            real=real,
+            with_throughput=with_throughput,
+            with_accuracy=with_accuracy,
+            progress=progress,
+            impls=impls,
+            missing=missing,
+        )
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+def _run(
+    out_dir: Path,
+    *,
+    mode: str,
+    plan: ThroughputPlan,
+    families: Sequence[str],
+    real: bool,
+    with_throughput: bool,
+    with_accuracy: bool,
+    progress: bool,
+    impls: dict[str, CodecImpl] | None,
+    missing: dict[str, str] | None,
+) -> tuple[Path, dict[str, int], float]:
+    t0 = time.monotonic()
+    if impls is None:
+        impls, missing = load_impls()
+    missing = missing or {}
+    config: dict[str, Any] = {
+        "throughput": plan.describe() if with_throughput else None,
+        "accuracy": {
+            "families": list(families),
+            "scopes": list(accuracy.ACCURACY_SCOPES),
+            "real": real,
+        }
+        if with_accuracy
+        else None,
+        "impls": {name: impl.version for name, impl in impls.items()},
+    }
+    with ResultsWriter(
+        out_dir, mode=mode, env=collect_env(), extra_header={"config": config}
+    ) as out:
+        if progress:
+            print(f"writing {out.path}", file=sys.stderr)
+        for name, reason in missing.items():
+            out.write({"kind": "skip", "what": f"implementation {name}", "reason": reason})
+        sampler = GpuSampler(t0)
+        if with_throughput and "cuda" in plan.devices and cuda_skip_reason() is None:
+            sampler.start()
+        if with_throughput:
+            out.write_all(run_throughput(plan, impls, progress=progress))
+        else:
+            out.write({"kind": "skip", "what": "throughput (all)", "reason": "--no-throughput"})
+        if not with_accuracy:
+            out.write({"kind": "skip", "what": "accuracy (all data)", "reason": "--no-accuracy"})
+        elif "reference" not in impls:
+            reason = missing.get("reference", "reference implementation not loaded")
+            out.write({"kind": "skip", "what": "accuracy (all data)", "reason": reason})
+        else:
+            ref = impls["reference"]
+            for family in families:
+                out.write_all(accuracy.evaluate(data.synthetic(family), ref, progress=progress))
+            if not real:
+                out.write({"kind": "skip", "what": "accuracy real:*", "reason": "--no-real given"})
+            else:
+                try:
+                    dataset, origin = realkv.load_or_capture(progress=progress)
+                except realkv.RealKVUnavailable as exc:
+                    out.write({"kind": "skip", "what": "accuracy real:*", "reason": str(exc)})
+                else:
+                    if progress:
+                        print(f"real KV: {origin}", file=sys.stderr)
+                    out.write_all(accuracy.evaluate(dataset, ref, progress=progress))
+        out.write_all(sampler.stop())
+        return out.path, dict(out.counts), time.monotonic() - t0
