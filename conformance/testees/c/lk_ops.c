@@ -1,0 +1,727 @@
+#include "lk_ops.h"
+
+#include "lk_blob.h"
+#include "lk_cache_key.h"
+#include "lk_object_key.h"
+#include "lk_proto.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static void lk_ok(lk_jwriter *w)
+{
+    lk_jw_key(w, "ok");
+    lk_jw_bool(w, 1);
+}
+
+static void lk_field_int(lk_jwriter *w, const char *name, int64_t v)
+{
+    lk_jw_key(w, name);
+    lk_jw_int(w, v);
+}
+
+static void lk_field_hex(lk_jwriter *w, const char *name, lk_span s)
+{
+    lk_jw_key(w, name);
+    lk_jw_hex(w, s);
+}
+
+static void lk_field_name(lk_jwriter *w, const char *name, const char *value)
+{
+    lk_jw_key(w, name);
+    if (value == NULL)
+        lk_jw_null(w);
+    else
+        lk_jw_cstr(w, value);
+}
+
+static void lk_field_ints64(lk_jwriter *w, const char *name, const int64_t *v, size_t n)
+{
+    size_t i;
+    lk_jw_key(w, name);
+    lk_jw_raw(w, "[");
+    for (i = 0; i < n; i++) {
+        if (i)
+            lk_jw_raw(w, ",");
+        lk_jw_int(w, v[i]);
+    }
+    lk_jw_raw(w, "]");
+}
+
+static void lk_field_shape(lk_jwriter *w, const char *name, const lk_shape *s)
+{
+    int64_t dims[LK_SHAPE_SLOTS];
+    int i;
+    for (i = 0; i < s->rank; i++)
+        dims[i] = s->dims[i];
+    lk_field_ints64(w, name, dims, (size_t)s->rank);
+}
+
+static void lk_field_hex_list(lk_jwriter *w, const char *name, const lk_span *items, size_t n)
+{
+    size_t i;
+    lk_jw_key(w, name);
+    lk_jw_raw(w, "\"");
+    for (i = 0; i < n; i++) {
+        if (i)
+            lk_jw_raw(w, ",");
+        lk_jw_hex_part(w, items[i]);
+    }
+    lk_jw_raw(w, "\"");
+}
+
+static const char *lk_dtype_name_of(int64_t id)
+{
+    int is_none;
+    const lk_dtype *d = lk_dtype_from_id(id, &is_none);
+    return d == NULL ? NULL : d->name;
+}
+
+/* -- codec ------------------------------------------------------------------------------- */
+
+/* Parse the request's blob, then check this implementation's writer against its reader
+ * (lk_blob_check_roundtrip): a difference is a bug here, reported on stderr and by abort(),
+ * so that the suite and the fuzzer see it as a crash instead of a wrong answer. */
+static int lk_parse_blob(const lk_request *r, int allow_trailing, lk_blob *b, lk_err *err)
+{
+    lk_span blob;
+    lk_err self;
+    if (lk_req_hex(r, "blob", 1, &blob, err) ||
+        lk_blob_parse(blob.p, blob.n, allow_trailing, r->arena, b, err))
+        return -1;
+    if (lk_blob_check_roundtrip(b, blob.p, r->arena, &self)) {
+        fprintf(stderr, "lmckv-testee: %s\n", self.msg);
+        abort();
+    }
+    return 0;
+}
+
+static int op_codec_parse(const lk_request *r, lk_jwriter *w, lk_err *err)
+{
+    static const char *const lens_names[3] = {"k_payload_len", "v_payload_len",
+                                              "scale_payload_len"};
+    static const char *const geo_names[6] = {"layer_id", "chunk_id", "chunk_size",
+                                             "page_size", "kv_head_count", "head_dim"};
+    lk_span expected[LK_NHASHES];
+    char field[64];
+    int allow_trailing, i, any = 0;
+    lk_blob b;
+    if (lk_req_bool(r, "allow_trailing", 0, &allow_trailing, err))
+        return -1;
+    for (i = 0; i < LK_NHASHES; i++) {
+        sprintf(field, "expect_%s", LK_HASH_NAMES[i]);
+        if (lk_req_hex(r, field, 0, &expected[i], err))
+            return -1;
+        any |= expected[i].p != NULL;
+    }
+    if (lk_parse_blob(r, allow_trailing, &b, err) ||
+        (any && lk_blob_hash_gate(&b, expected, err)))
+        return -1;
+    lk_ok(w);
+    lk_field_int(w, "scale_scope", b.scale_scope);
+    lk_field_name(w, "k_dtype", lk_dtype_name_of(b.k_dtype_id));
+    lk_field_name(w, "v_dtype", lk_dtype_name_of(b.v_dtype_id));
+    lk_field_name(w, "scale_dtype", lk_dtype_name_of(b.scale_dtype_id));
+    lk_field_ints64(w, "scale_shape", b.scale_shape, (size_t)b.scale_shape_n);
+    lk_field_int(w, "header_len", (int64_t)b.header_len);
+    for (i = 0; i < 6; i++)
+        lk_field_int(w, geo_names[i], (&b.layer_id)[i]);
+    for (i = 0; i < 3; i++)
+        lk_field_int(w, lens_names[i], (&b.k_payload_len)[i]);
+    for (i = 0; i < LK_NHASHES; i++)
+        lk_field_hex(w, LK_HASH_NAMES[i], b.hashes[i]);
+    return 0;
+}
+
+static int op_codec_decode(const lk_request *r, lk_jwriter *w, lk_err *err)
+{
+    lk_span out_v;
+    lk_blob b;
+    int64_t shape[4];
+    int rank;
+    size_t k_len, v_len;
+    if (lk_req_name(r, "out_v_dtype", 0, &out_v, err))
+        return -1;
+    if (out_v.p != NULL && !lk_span_eq_cstr(out_v, "float8_e4m3fn"))
+        return lk_fail(err, LK_UNSUPPORTED_OP, "codec.dequant is not implemented");
+    if (lk_parse_blob(r, 0, &b, err) || lk_blob_logical_shape(&b, shape, &rank, err))
+        return -1;
+    k_len = (size_t)b.k_payload_len;
+    v_len = (size_t)b.v_payload_len;
+    lk_ok(w);
+    lk_field_hex(w, "k", lk_span_of(b.payload.p, k_len));
+    lk_field_name(w, "k_dtype", lk_dtype_name_of(b.k_dtype_id));
+    lk_field_ints64(w, "k_shape", shape, (size_t)rank);
+    lk_field_hex(w, "v", lk_span_of(b.payload.p + k_len, v_len));
+    lk_field_name(w, "v_dtype", lk_dtype_name_of(b.v_dtype_id));
+    lk_field_ints64(w, "v_shape", shape, (size_t)rank);
+    lk_field_hex(w, "scales", lk_span_of(b.payload.p + k_len + v_len, b.payload.n - k_len - v_len));
+    lk_field_name(w, "scales_dtype", lk_dtype_name_of(b.scale_dtype_id));
+    lk_field_ints64(w, "scales_shape", b.scale_shape, (size_t)b.scale_shape_n);
+    return 0;
+}
+
+/* -- protocol ---------------------------------------------------------------------------- */
+
+static int lk_msg_input_of(const lk_request *r, lk_msg_input *in, lk_int_list *shape,
+                           lk_err *err)
+{
+    if (lk_req_int(r, "length", 1, 0, &in->length, NULL, err) ||
+        lk_req_int(r, "fmt", 1, 0, &in->fmt, NULL, err) ||
+        lk_req_name(r, "dtype", 0, &in->dtype_name, err) ||
+        lk_req_name(r, "location", 0, &in->location, err) ||
+        lk_req_ints(r, "shape", 1, shape, err))
+        return -1;
+    in->dims = shape->items;
+    in->rank = shape->n;
+    return 0;
+}
+
+static void lk_write_msg_fields(lk_jwriter *w, const lk_msg_fields *f)
+{
+    lk_field_int(w, "length", f->length);
+    lk_field_int(w, "fmt", f->fmt);
+    lk_field_name(w, "dtype", f->dtype == NULL ? NULL : f->dtype->name);
+    lk_field_name(w, "location", lk_location_name(f->location));
+    lk_field_shape(w, "shape", &f->shape);
+}
+
+static int op_proto_client_write(const lk_request *r, lk_jwriter *w, lk_err *err)
+{
+    lk_int command;
+    lk_span key;
+    lk_msg_input in;
+    lk_int_list shape;
+    uint8_t msg[LK_CLIENT_MSG_LEN];
+    if (lk_req_int(r, "command", 1, 0, &command, NULL, err) ||
+        lk_req_hex(r, "key", 1, &key, err) || lk_msg_input_of(r, &in, &shape, err) ||
+        lk_client_msg_write(command, key, &in, r->arena, msg, err))
+        return -1;
+    lk_ok(w);
+    lk_field_hex(w, "msg", lk_span_of(msg, sizeof msg));
+    return 0;
+}
+
+static int op_proto_client_read(const lk_request *r, lk_jwriter *w, lk_err *err)
+{
+    lk_span msg, key;
+    lk_client_msg m;
+    if (lk_req_hex(r, "msg", 1, &msg, err) || lk_client_msg_read(msg, r->arena, &m, err) ||
+        lk_cache_key_render(&m.key, r->arena, &key, err))
+        return -1;
+    lk_ok(w);
+    lk_field_int(w, "command", m.command);
+    lk_field_hex(w, "key", key);
+    lk_field_name(w, "key_kind", m.key.has_layer ? "LayerCacheEngineKey" : "CacheEngineKey");
+    lk_write_msg_fields(w, &m.f);
+    return 0;
+}
+
+static int op_proto_server_write(const lk_request *r, lk_jwriter *w, lk_err *err)
+{
+    lk_int code;
+    lk_msg_input in;
+    lk_int_list shape;
+    uint8_t msg[LK_SERVER_MSG_LEN];
+    if (lk_req_int(r, "code", 1, 0, &code, NULL, err) || lk_msg_input_of(r, &in, &shape, err) ||
+        lk_server_msg_write(code, &in, msg, err))
+        return -1;
+    lk_ok(w);
+    lk_field_hex(w, "msg", lk_span_of(msg, sizeof msg));
+    return 0;
+}
+
+static int op_proto_server_read(const lk_request *r, lk_jwriter *w, lk_err *err)
+{
+    lk_span msg;
+    lk_server_msg m;
+    if (lk_req_hex(r, "msg", 1, &msg, err) || lk_server_msg_read(msg, &m, err))
+        return -1;
+    lk_ok(w);
+    lk_field_int(w, "code", m.code);
+    lk_write_msg_fields(w, &m.f);
+    return 0;
+}
+
+static int op_proto_remote_write(const lk_request *r, lk_jwriter *w, lk_err *err)
+{
+    lk_int groups, length, fmt;
+    lk_span_list dtypes;
+    lk_int_list ranks, dims;
+    lk_msg_input *shapes;
+    lk_span msg;
+    size_t g, pos = 0;
+    if (lk_req_int(r, "num_groups", 1, 0, &groups, NULL, err) ||
+        lk_req_int(r, "length", 1, 0, &length, NULL, err) ||
+        lk_req_int(r, "fmt", 1, 0, &fmt, NULL, err) || lk_req_names(r, "dtypes", 1, &dtypes, err) ||
+        lk_req_ints(r, "shape_ranks", 1, &ranks, err) ||
+        lk_req_ints(r, "shape_dims", 1, &dims, err))
+        return -1;
+    /* shapes are consecutive slices of shape_dims, cut as the suite's Python driver cuts
+     * them: shape_dims[pos:pos + rank], pos += rank (a slice past the end is short) */
+    shapes = lk_arena_array(r->arena, ranks.n, sizeof *shapes);
+    for (g = 0; g < ranks.n; g++) {
+        size_t start = pos < dims.n ? pos : dims.n, avail = dims.n - start;
+        lk_int rank = ranks.items[g];
+        if (!lk_int_in(rank, 0, INT64_MAX) && rank.big <= 0)
+            return lk_fail(err, LK_SHAPE, "shape rank of group %lu is negative",
+                           (unsigned long)g);
+        shapes[g].dims = dims.items + start;
+        shapes[g].rank = rank.big || (uint64_t)rank.v > avail ? avail : (size_t)rank.v;
+        pos = rank.big || (uint64_t)rank.v > (uint64_t)(SIZE_MAX - pos) ? SIZE_MAX
+                                                                       : pos + (size_t)rank.v;
+    }
+    if (lk_remote_meta_write(groups, length, fmt, dtypes.items, dtypes.n, shapes, ranks.n,
+                             r->arena, &msg, err))
+        return -1;
+    lk_ok(w);
+    lk_field_hex(w, "msg", msg);
+    return 0;
+}
+
+static int op_proto_remote_read(const lk_request *r, lk_jwriter *w, lk_err *err)
+{
+    lk_int groups;
+    lk_span msg;
+    lk_remote_meta m;
+    size_t g;
+    int i;
+    if (lk_req_int(r, "num_groups", 1, 0, &groups, NULL, err) ||
+        lk_req_hex(r, "msg", 1, &msg, err) || lk_remote_meta_read(msg, groups, r->arena, &m, err))
+        return -1;
+    lk_ok(w);
+    lk_field_int(w, "length", m.length);
+    lk_field_int(w, "fmt", m.fmt);
+    lk_jw_key(w, "dtypes");
+    lk_jw_raw(w, "[");
+    for (g = 0; g < m.groups; g++) {
+        if (g)
+            lk_jw_raw(w, ",");
+        lk_jw_cstr(w, m.dtypes[g]->name);
+    }
+    lk_jw_raw(w, "]");
+    lk_jw_key(w, "shape_ranks");
+    lk_jw_raw(w, "[");
+    for (g = 0; g < m.groups; g++) {
+        if (g)
+            lk_jw_raw(w, ",");
+        lk_jw_int(w, m.shapes[g].rank);
+    }
+    lk_jw_raw(w, "]");
+    lk_jw_key(w, "shape_dims");
+    lk_jw_raw(w, "[");
+    for (g = 0; g < m.groups; g++) {
+        for (i = 0; i < m.shapes[g].rank; i++) {
+            if (g || i)
+                lk_jw_raw(w, ",");
+            lk_jw_int(w, m.shapes[g].dims[i]);
+        }
+    }
+    lk_jw_raw(w, "]");
+    return 0;
+}
+
+/* -- CacheEngineKey strings ---------------------------------------------------------------- */
+
+static int op_key_cache_write(const lk_request *r, lk_jwriter *w, lk_err *err)
+{
+    lk_cache_key key;
+    lk_span hash_text, dtype_name, text;
+    lk_span_list names, values;
+    lk_int ws, worker, layer;
+    int has_layer;
+    memset(&key, 0, sizeof key);
+    if (lk_req_hex(r, "model_name", 1, &key.model, err) ||
+        lk_req_int(r, "world_size", 1, 0, &ws, NULL, err) ||
+        lk_req_int(r, "worker_id", 1, 0, &worker, NULL, err) ||
+        lk_req_name(r, "chunk_hash_int", 1, &hash_text, err) ||
+        lk_req_name(r, "dtype", 1, &dtype_name, err) ||
+        lk_req_int(r, "layer_id", 0, 0, &layer, &has_layer, err) ||
+        lk_req_hex_list(r, "tag_names", 0, &names, err) ||
+        lk_req_hex_list(r, "tag_values", 0, &values, err))
+        return -1;
+    if (names.n != values.n)
+        return lk_fail(err, LK_CACHE_KEY, "%lu tag names but %lu tag values",
+                       (unsigned long)names.n, (unsigned long)values.n);
+    if (lk_cache_key_hash_from_int_text(hash_text, r->arena, &key.hash, err))
+        return -1;
+    key.dtype = lk_dtype_from_name(dtype_name);
+    if (key.dtype == NULL || key.dtype->key_name == NULL)
+        return lk_fail(err, LK_CACHE_KEY, "Unsupported dtype in CacheEngineKey");
+    if (ws.big || worker.big)
+        return lk_fail(err, LK_CACHE_KEY, "world_size or worker_id does not fit int64");
+    if (has_layer && layer.big)
+        return lk_fail(err, LK_CACHE_KEY, "layer_id does not fit int64");
+    key.world_size = ws.v;
+    key.worker_id = worker.v;
+    key.has_layer = has_layer;
+    key.layer_id = layer.v;
+    key.n_tags = lk_cache_key_merge_tags(names.items, values.items, names.n, r->arena);
+    key.tag_names = names.items;
+    key.tag_values = values.items;
+    if (lk_cache_key_render(&key, r->arena, &text, err))
+        return -1;
+    lk_ok(w);
+    lk_field_hex(w, "key", text);
+    return 0;
+}
+
+static int op_key_cache_read(const lk_request *r, lk_jwriter *w, lk_err *err)
+{
+    lk_span text;
+    lk_cache_key key;
+    if (lk_req_hex(r, "key", 1, &text, err) || lk_cache_key_parse(text, r->arena, &key, err))
+        return -1;
+    lk_ok(w);
+    lk_field_name(w, "key_kind", key.has_layer ? "LayerCacheEngineKey" : "CacheEngineKey");
+    lk_field_hex(w, "model_name", key.model);
+    lk_field_int(w, "world_size", key.world_size);
+    lk_field_int(w, "worker_id", key.worker_id);
+    lk_jw_key(w, "chunk_hash_int");
+    lk_jw_str(w, key.hash);
+    lk_field_name(w, "dtype", key.dtype->name);
+    lk_jw_key(w, "layer_id");
+    if (key.has_layer)
+        lk_jw_int(w, key.layer_id);
+    else
+        lk_jw_null(w);
+    lk_field_hex_list(w, "tag_names", key.tag_names, key.n_tags);
+    lk_field_hex_list(w, "tag_values", key.tag_values, key.n_tags);
+    return 0;
+}
+
+/* -- object keys ------------------------------------------------------------------------- */
+
+static int lk_object_key_input_of(const lk_request *r, lk_object_key_input *in, lk_err *err)
+{
+    if (lk_req_hex(r, "chunk_hash", 1, &in->chunk_hash, err) ||
+        lk_req_hex(r, "model_name", 1, &in->model_name, err) ||
+        lk_req_int(r, "kv_rank", 1, 0, &in->kv_rank, NULL, err) ||
+        lk_req_int(r, "object_group_id", 0, 0, &in->object_group_id, NULL, err) ||
+        lk_req_hex(r, "cache_salt", 0, &in->cache_salt, err))
+        return -1;
+    if (in->cache_salt.p == NULL)
+        in->cache_salt = lk_span_of("", 0);
+    return 0;
+}
+
+static int lk_object_key_from_request(const lk_request *r, lk_object_key *key, lk_err *err)
+{
+    lk_object_key_input in;
+    return lk_object_key_input_of(r, &in, err) || lk_object_key_make(&in, key, err) ? -1 : 0;
+}
+
+static void lk_write_object_key(lk_jwriter *w, const lk_object_key *key)
+{
+    lk_field_hex(w, "chunk_hash", key->chunk_hash);
+    lk_field_hex(w, "model_name", key->model_name);
+    lk_field_int(w, "kv_rank", key->kv_rank);
+    lk_field_int(w, "object_group_id", key->object_group_id);
+    lk_field_hex(w, "cache_salt", key->cache_salt);
+}
+
+static int op_key_object_new(const lk_request *r, lk_jwriter *w, lk_err *err)
+{
+    lk_object_key key;
+    if (lk_object_key_from_request(r, &key, err))
+        return -1;
+    lk_ok(w);
+    lk_write_object_key(w, &key);
+    return 0;
+}
+
+static int op_key_kv_rank(const lk_request *r, lk_jwriter *w, lk_err *err)
+{
+    lk_int ws, gr, lws, lr;
+    int64_t rank;
+    if (lk_req_int(r, "world_size", 1, 0, &ws, NULL, err) ||
+        lk_req_int(r, "global_rank", 1, 0, &gr, NULL, err) ||
+        lk_req_int(r, "local_world_size", 1, 0, &lws, NULL, err) ||
+        lk_req_int(r, "local_rank", 1, 0, &lr, NULL, err) ||
+        lk_kv_rank(ws, gr, lws, lr, &rank, err))
+        return -1;
+    lk_ok(w);
+    lk_field_int(w, "kv_rank", rank);
+    return 0;
+}
+
+/* A JSON string as Python's json.dumps(..., ensure_ascii=False) writes it. */
+static size_t lk_py_json_string(lk_span s, uint8_t *p)
+{
+    static const char hexchars[] = "0123456789abcdef";
+    size_t i, off = 0;
+    p[off++] = '"';
+    for (i = 0; i < s.n; i++) {
+        uint8_t c = s.p[i];
+        const char *esc = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n"
+                        : c == '\r' ? "\\r" : c == '\t' ? "\\t" : c == '\b' ? "\\b"
+                        : c == '\f' ? "\\f" : NULL;
+        if (esc != NULL) {
+            p[off++] = (uint8_t)esc[0];
+            p[off++] = (uint8_t)esc[1];
+        } else if (c < 0x20) {
+            memcpy(p + off, "\\u00", 4);
+            p[off + 4] = (uint8_t)hexchars[c >> 4];
+            p[off + 5] = (uint8_t)hexchars[c & 15];
+            off += 6;
+        } else {
+            p[off++] = c;
+        }
+    }
+    p[off++] = '"';
+    return off;
+}
+
+/* KEY-ENCODED-FIELDS: the JSON object, members sorted by name as json.dumps(sort_keys=True)
+ * writes them, with ", " and ": " separators. */
+static int op_key_encoded_write(const lk_request *r, lk_jwriter *w, lk_err *err)
+{
+    lk_object_key key;
+    lk_span hex;
+    uint8_t *p;
+    size_t off = 0;
+    if (lk_object_key_from_request(r, &key, err))
+        return -1;
+    hex = lk_hex_of(key.chunk_hash, r->arena);
+    p = lk_arena_alloc(r->arena, 6 * (key.cache_salt.n + key.model_name.n) + hex.n + 160);
+    off += (size_t)sprintf((char *)p + off, "{\"cache_salt\": ");
+    off += lk_py_json_string(key.cache_salt, p + off);
+    off += (size_t)sprintf((char *)p + off, ", \"chunk_hash_hex\": ");
+    off += lk_py_json_string(hex, p + off);
+    off += (size_t)sprintf((char *)p + off, ", \"kv_rank\": %lld, \"model_name\": ",
+                           (long long)key.kv_rank);
+    off += lk_py_json_string(key.model_name, p + off);
+    off += (size_t)sprintf((char *)p + off, ", \"object_group_id\": %lld}",
+                           (long long)key.object_group_id);
+    lk_ok(w);
+    lk_field_hex(w, "json_text", lk_span_of(p, off));
+    return 0;
+}
+
+/* The member `name` as a string (STR) or integer (INT, not bool), else a malformed key. */
+static int lk_encoded_member(const lk_jvalue *obj, const char *name, lk_jtype type,
+                             const lk_jvalue **out, lk_err *err)
+{
+    *out = lk_json_get(obj, name);
+    if (*out != NULL && (*out)->type != type)
+        return lk_fail(err, LK_KEY_MALFORMED, "EncodedObjectKey.%s has the wrong JSON type",
+                       name);
+    return 0;
+}
+
+static int op_key_encoded_read(const lk_request *r, lk_jwriter *w, lk_err *err)
+{
+    static const char *const members[5] = {"chunk_hash_hex", "model_name", "kv_rank",
+                                           "object_group_id", "cache_salt"};
+    static const lk_jtype types[5] = {LK_J_STR, LK_J_STR, LK_J_INT, LK_J_INT, LK_J_STR};
+    const lk_jvalue *v[5];
+    lk_object_key_input in;
+    lk_object_key key;
+    lk_jvalue obj;
+    lk_span text;
+    char why[160];
+    size_t i, k;
+    if (lk_req_hex(r, "json_text", 1, &text, err))
+        return -1;
+    if (lk_json_parse(text, r->arena, &obj, why, sizeof why))
+        return lk_fail(err, LK_KEY_MALFORMED, "EncodedObjectKey is not JSON: %s", why);
+    if (obj.type != LK_J_OBJECT)
+        return lk_fail(err, LK_KEY_MALFORMED, "EncodedObjectKey must be a JSON object");
+    for (i = 0; i < obj.u.object.n; i++) {
+        for (k = 0; k < 5; k++)
+            if (lk_span_eq_cstr(obj.u.object.fields[i].name, members[k]))
+                break;
+        if (k == 5)
+            return lk_fail(err, LK_KEY_MALFORMED, "unknown EncodedObjectKey member");
+    }
+    for (k = 0; k < 3; k++)
+        if (lk_json_get(&obj, members[k]) == NULL)
+            return lk_fail(err, LK_KEY_MALFORMED, "EncodedObjectKey lacks %s", members[k]);
+    for (k = 0; k < 5; k++)
+        if (lk_encoded_member(&obj, members[k], types[k], &v[k], err))
+            return -1;
+    in.model_name = v[1]->u.str;
+    in.kv_rank = v[2]->u.integer;
+    in.object_group_id.v = v[3] == NULL ? 0 : v[3]->u.integer.v;
+    in.object_group_id.big = v[3] == NULL ? 0 : v[3]->u.integer.big;
+    in.cache_salt = v[4] == NULL ? lk_span_of("", 0) : v[4]->u.str;
+    if (lk_read_chunk_hash(v[0]->u.str, r->arena, &in.chunk_hash, err) ||
+        lk_object_key_make(&in, &key, err))
+        return -1;
+    lk_ok(w);
+    lk_write_object_key(w, &key);
+    return 0;
+}
+
+static int op_key_fs_write(const lk_request *r, lk_jwriter *w, lk_err *err)
+{
+    lk_object_key key;
+    lk_span name;
+    if (lk_object_key_from_request(r, &key, err) ||
+        lk_object_key_to_filename(&key, r->arena, &name, err))
+        return -1;
+    lk_ok(w);
+    lk_field_hex(w, "filename", name);
+    return 0;
+}
+
+static int op_key_fs_read(const lk_request *r, lk_jwriter *w, lk_err *err)
+{
+    lk_span name;
+    lk_object_key key;
+    if (lk_req_hex(r, "filename", 1, &name, err) ||
+        lk_object_key_from_filename(name, r->arena, &key, err))
+        return -1;
+    lk_ok(w);
+    lk_write_object_key(w, &key);
+    return 0;
+}
+
+static int op_key_s3_write(const lk_request *r, lk_jwriter *w, lk_err *err)
+{
+    lk_object_key key;
+    lk_span name;
+    if (lk_object_key_from_request(r, &key, err) ||
+        lk_object_key_to_string(&key, r->arena, &name))
+        return -1;
+    lk_ok(w);
+    lk_field_hex(w, "object_name", name);
+    return 0;
+}
+
+static int op_key_s3_read(const lk_request *r, lk_jwriter *w, lk_err *err)
+{
+    lk_span name;
+    lk_object_key key;
+    if (lk_req_hex(r, "object_name", 1, &name, err) ||
+        lk_object_key_from_string(name, r->arena, &key, err))
+        return -1;
+    lk_ok(w);
+    lk_write_object_key(w, &key);
+    return 0;
+}
+
+/* KEY-IPC-FANOUT, KEY-IPC-WORKER: validated first, then streamed (the output can be up to
+ * 255 times the input; nothing of that size is allocated). */
+static int op_key_ipc(const lk_request *r, lk_jwriter *w, lk_err *err)
+{
+    lk_object_key_input in;
+    lk_object_key key;
+    lk_int ws, worker;
+    lk_span_list hashes;
+    lk_int_list groups;
+    int has_worker;
+    int64_t first_w, n_ranks, rank;
+    size_t g, c, k, total;
+    if (lk_req_hex(r, "model_name", 1, &in.model_name, err) ||
+        lk_req_int(r, "world_size", 1, 0, &ws, NULL, err) ||
+        lk_req_int(r, "worker_id", 0, 0, &worker, &has_worker, err) ||
+        lk_req_hex(r, "cache_salt", 1, &in.cache_salt, err) ||
+        lk_req_hex_list(r, "chunk_hashes", 1, &hashes, err) ||
+        lk_req_ints(r, "object_group_ids", 1, &groups, err))
+        return -1;
+    if (!lk_int_in(ws, 1, INT64_MAX))
+        return lk_fail(err, LK_DESCRIPTOR, "IPC key world_size must be an int >= 1");
+    if (has_worker && !lk_int_in(worker, 0, ws.v - 1))
+        return lk_fail(err, LK_DESCRIPTOR, "IPC key worker_id is outside 0..world_size-1");
+    first_w = has_worker ? worker.v : 0;
+    if (lk_kv_rank(ws, (lk_int){first_w, 0}, ws, (lk_int){first_w, 0}, &rank, err))
+        return -1;
+    n_ranks = has_worker ? 1 : ws.v;
+    in.kv_rank.v = rank;
+    in.kv_rank.big = 0;
+    in.chunk_hash = lk_span_of("", 0);
+    for (g = 0; g < groups.n && hashes.n > 0; g++) {
+        in.object_group_id = groups.items[g];
+        if (lk_object_key_make(&in, &key, err))
+            return -1;
+    }
+    total = groups.n * hashes.n * (size_t)n_ranks;
+    lk_ok(w);
+    lk_jw_key(w, "group_sizes");
+    lk_jw_raw(w, "[");
+    for (g = 0; g < groups.n; g++) {
+        if (g)
+            lk_jw_raw(w, ",");
+        lk_jw_uint(w, (uint64_t)hashes.n * (uint64_t)n_ranks);
+    }
+    lk_jw_raw(w, "]");
+    lk_jw_key(w, "keys_chunk_hash");
+    lk_jw_raw(w, "\"");
+    for (k = 0, g = 0; g < groups.n; g++)
+        for (c = 0; c < hashes.n; c++)
+            for (rank = 0; rank < n_ranks; rank++, k++) {
+                if (k)
+                    lk_jw_raw(w, ",");
+                lk_jw_hex_part(w, hashes.items[c]);
+            }
+    lk_jw_raw(w, "\"");
+    lk_jw_key(w, "keys_kv_rank");
+    lk_jw_raw(w, "[");
+    for (k = 0; k < total; k++) {
+        int64_t wid = has_worker ? worker.v : (int64_t)(k % (size_t)n_ranks);
+        if (k)
+            lk_jw_raw(w, ",");
+        lk_jw_int(w, (ws.v << 24) | (wid << 16) | (ws.v << 8) | wid);
+    }
+    lk_jw_raw(w, "]");
+    lk_jw_key(w, "keys_object_group_id");
+    lk_jw_raw(w, "[");
+    for (k = 0; k < total; k++) {
+        if (k)
+            lk_jw_raw(w, ",");
+        lk_jw_int(w, groups.items[k / (hashes.n * (size_t)n_ranks)].v);
+    }
+    lk_jw_raw(w, "]");
+    lk_jw_key(w, "keys_model_name");
+    lk_jw_raw(w, "\"");
+    for (k = 0; k < total; k++) {
+        if (k)
+            lk_jw_raw(w, ",");
+        lk_jw_hex_part(w, in.model_name);
+    }
+    lk_jw_raw(w, "\"");
+    lk_jw_key(w, "keys_cache_salt");
+    lk_jw_raw(w, "\"");
+    for (k = 0; k < total; k++) {
+        if (k)
+            lk_jw_raw(w, ",");
+        lk_jw_hex_part(w, in.cache_salt);
+    }
+    lk_jw_raw(w, "\"");
+    return 0;
+}
+
+const lk_op LK_OPS[] = {
+    {"codec.parse", op_codec_parse},
+    {"codec.hash_gate", NULL},
+    {"codec.decode", op_codec_decode},
+    {"proto.client.write", op_proto_client_write},
+    {"proto.client.read", op_proto_client_read},
+    {"proto.server.write", op_proto_server_write},
+    {"proto.server.read", op_proto_server_read},
+    {"proto.remote.write", op_proto_remote_write},
+    {"proto.remote.read", op_proto_remote_read},
+    {"key.cache.write", op_key_cache_write},
+    {"key.cache.read", op_key_cache_read},
+    {"key.object.new", op_key_object_new},
+    {"key.kv_rank", op_key_kv_rank},
+    {"key.encoded.write", op_key_encoded_write},
+    {"key.encoded.read", op_key_encoded_read},
+    {"key.fs.write", op_key_fs_write},
+    {"key.fs.read", op_key_fs_read},
+    {"key.s3.write", op_key_s3_write},
+    {"key.s3.read", op_key_s3_read},
+    {"key.ipc", op_key_ipc},
+};
+
+const size_t LK_NOPS = sizeof LK_OPS / sizeof LK_OPS[0];
+
+lk_op_fn lk_find_op(lk_span name)
+{
+    size_t i;
+    for (i = 0; i < LK_NOPS; i++)
+        if (LK_OPS[i].fn != NULL && lk_span_eq_cstr(name, LK_OPS[i].name))
+            return LK_OPS[i].fn;
+    return NULL;
+}

@@ -1,0 +1,276 @@
+"""The C testee (conformance/testees/c): strict build, the stdio protocol, answers equal to
+the reference's, and a sanitizer build that survives mutated inputs."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance import wire
+from conformance.drivers.base import OPERATIONS
+from conformance.drivers.python_driver import PythonDriver, load_package
+from conformance.fuzz.differential import StdioTestee, as_sent, compare
+from conformance.fuzz.mutate import Plan, expand
+from conformance.fuzz.targets import TARGETS
+from conformance.testees.c.build import (
+    STRICT_FLAGS,
+    BuildError,
+    build_testee,
+    compiler,
+    flags,
+    sanitizer_env,
+    sanitizers_available,
+)
+from conformance.vectors import golden_file, vectors
+
+ERROR_NAMES = {
+    "CorruptEncodedKVError",
+    "CodecMismatchError",
+    "UnsupportedConfigError",
+    "MalformedMessageError",
+    "UnknownIdError",
+    "UnencodableMessageError",
+    "KeyTooLongError",
+    "ShapeError",
+    "CacheKeyError",
+    "RemoteMetadataError",
+    "ObjectKeyInvariantError",
+    "MalformedObjectKeyStringError",
+    "UnrepresentableObjectKeyError",
+    "KVRankFieldError",
+    "DescriptorError",
+}
+
+
+def _need_cc() -> None:
+    if shutil.which(compiler()) is None:
+        pytest.skip(f"no C compiler {compiler()!r} on PATH: the C testee cannot be built")
+
+
+@pytest.fixture(scope="module")
+def binary() -> Path:
+    _need_cc()
+    return build_testee()
+
+
+@pytest.fixture(scope="module")
+def reference() -> PythonDriver:
+    return load_package("reference_impl", name="reference")
+
+
+@pytest.fixture
+def testee(binary: Path) -> Iterator[StdioTestee]:
+    proc = StdioTestee([str(binary)], timeout=20)
+    yield proc
+    proc.close()
+
+
+def ask(testee: StdioTestee, *requests: dict[str, Any]) -> list[Any]:
+    lines = [wire.dumps_line({"id": i, **r}).encode("ascii") for i, r in enumerate(requests, 1)]
+    return testee.run(lines)
+
+
+def test_build_is_strict_and_cached(binary: Path) -> None:
+    """The testee compiles under -std=c99 -pedantic -Wall -Wextra -Werror, once per source
+    hash."""
+    assert {"-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror"} <= set(flags(False))
+    assert binary.is_file() and binary.parent.parent.name == "build"
+    mtime = binary.stat().st_mtime_ns
+    assert build_testee() == binary
+    assert binary.stat().st_mtime_ns == mtime
+
+
+def test_strict_flags_turn_a_warning_into_an_error(tmp_path: Path) -> None:
+    """-Werror is in effect: a source with an unused variable does not compile."""
+    _need_cc()
+    src = tmp_path / "warn.c"
+    src.write_text("int main(void) { int unused; return 0; }\n")
+    out = subprocess.run(
+        [compiler(), *STRICT_FLAGS, "-c", str(src), "-o", str(tmp_path / "warn.o")],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode != 0 and "unused" in out.stderr
+
+
+def test_build_error_names_the_compiler(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    with pytest.raises(BuildError, match="nonexistent"):
+        build_testee()
+
+
+def test_hello_declares_capabilities(testee: StdioTestee) -> None:
+    (hello,) = ask(testee, {"op": "hello", "protocol": 1})
+    assert hello["ok"] and hello["name"] == "c" and hello["protocol"] == 1
+    caps = set(hello["capabilities"])
+    assert caps <= set(OPERATIONS)
+    assert {
+        "codec.parse",
+        "codec.hash_gate",
+        "codec.decode",
+        "proto.remote.read",
+        "key.cache.read",
+        "key.ipc",
+    } <= caps
+    assert not caps & {"codec.encode", "codec.dequant", "codec.encode_scales"}  # no FP8
+
+
+def _requests() -> list[tuple[str, dict[str, Any]]]:
+    """A few requests of every family, valid and invalid, from the golden vectors."""
+    codec = [v for v in vectors("codec") if "blob" in v]
+    valid_blob = golden_file(next(v for v in codec if "header" in v["expected"])["blob"])
+    bad_blob = golden_file(next(v for v in codec if "error" in v["expected"])["blob"])
+    msg = golden_file(
+        next(v for v in vectors("protocol") if v["op"] == "proto.client.read")["request"][
+            "msg_file"
+        ]
+    )
+    return [
+        ("codec.parse", {"blob": valid_blob}),
+        ("codec.parse", {"blob": valid_blob, "expect_model_id": "another-model"}),
+        ("codec.parse", {"blob": bad_blob}),
+        ("codec.parse", {"blob": valid_blob + b"\0", "allow_trailing": True}),
+        ("codec.decode", {"blob": valid_blob, "out_v_dtype": None}),
+        ("proto.client.read", {"msg": msg}),
+        ("proto.client.read", {"msg": msg[:-1]}),
+        (
+            "proto.server.write",
+            {
+                "code": 200,
+                "length": 9,
+                "fmt": 4,
+                "dtype": "float16",
+                "location": "LocalDiskBackend",
+                "shape": [9],
+            },
+        ),
+        ("proto.remote.read", {"num_groups": 2, "msg": bytes(48) + b"payload"}),
+        ("key.cache.read", {"key": "org/m@4@1@00abc@half@7@tag%v%w"}),
+        (
+            "key.cache.write",
+            {
+                "model_name": "a@b",
+                "world_size": 1,
+                "worker_id": 0,
+                "chunk_hash_int": "5",
+                "dtype": "float16",
+                "layer_id": None,
+                "tag_names": [],
+                "tag_values": [],
+            },
+        ),
+        (
+            "key.kv_rank",
+            {"world_size": 8, "global_rank": 256, "local_world_size": 4, "local_rank": 1},
+        ),
+        ("key.s3.read", {"object_name": "m/x@08050401@1f@00ff@salt"}),
+        ("key.fs.read", {"filename": "m-SEP-x@0x08050401@1f@00ff@salt.data"}),
+        ("key.fs.read", {"filename": "m@0X08050401@1f@00ff.data"}),
+        (
+            "key.encoded.read",
+            {
+                "json_text": '{"chunk_hash_hex": "00ff", "model_name": "m", '
+                '"kv_rank": 5, "kv_rank": 6}'
+            },
+        ),
+        (
+            "key.ipc",
+            {
+                "model_name": "m",
+                "world_size": 3,
+                "worker_id": None,
+                "cache_salt": "s",
+                "chunk_hashes": [b"\1", b"\2"],
+                "object_group_ids": [0, 4],
+            },
+        ),
+    ]
+
+
+def test_answers_match_the_reference(testee: StdioTestee, reference: PythonDriver) -> None:
+    requests = _requests()
+    answers = ask(testee, *({"op": op, **fields} for op, fields in requests))
+    for (op, fields), got in zip(requests, answers, strict=True):
+        assert isinstance(got, dict), f"{op}: testee failed: {got}"
+        expected = as_sent(reference.call(op, **fields))
+        assert got["ok"] == expected["ok"], f"{op} {fields}: {got} vs {expected}"
+        assert compare(op, expected, got) is None, f"{op} {fields}: {got} vs {expected}"
+
+
+def test_protocol_errors(testee: StdioTestee) -> None:
+    unknown, missing = ask(
+        testee, {"op": "codec.encode", "k": b"", "v": b""}, {"op": "key.s3.read"}
+    )
+    assert unknown["error"] == "UnsupportedOperation"
+    assert missing["ok"] is False and missing["error"] == "BadRequest"
+    (garbage,) = testee.run([b"this is not json\n"])
+    assert isinstance(garbage, dict)
+    assert garbage["ok"] is False and garbage["id"] is None
+
+
+def test_large_request_line(testee: StdioTestee, reference: PythonDriver) -> None:
+    """A 1 MiB blob (2 MiB of hex on one line) is read and answered like any other."""
+    blob = bytes(range(256)) * 4096
+    (got,) = ask(testee, {"op": "codec.parse", "blob": blob})
+    assert got["error"] == "CorruptEncodedKVError"
+
+
+def _mutants(count: int) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    names = sorted(TARGETS)
+    r = random.Random(20240611)
+    for i in range(count):
+        target = TARGETS[names[i % len(names)]]
+        corpus = target.seeds()
+        ops = tuple(
+            r.choice(
+                [
+                    "flip",
+                    "byte",
+                    "insert",
+                    "delete",
+                    "truncate",
+                    "field",
+                    "token",
+                    "splice",
+                    "duplicate",
+                ]
+            )
+            for _ in range(r.randint(1, 4))
+        )
+        plan = Plan(
+            r.randrange(len(corpus)),
+            r.randrange(len(corpus)),
+            ops,
+            r.random() < 0.5,
+            r.randrange(2**32),
+        )
+        (data,) = expand(plan, corpus, target, 1)
+        request = target.request(data)
+        if request is not None:
+            out.append(request)
+    return out
+
+
+def test_sanitized_build_survives_mutated_inputs() -> None:
+    """Under AddressSanitizer and UndefinedBehaviorSanitizer (any report aborts), a few
+    hundred mutated golden inputs of every decoder get a typed answer each."""
+    _need_cc()
+    reason = sanitizers_available()
+    if reason is not None:
+        pytest.skip(f"no sanitizer build here: {reason}")
+    proc = StdioTestee([str(build_testee(sanitize=True))], sanitizer_env(), timeout=30)
+    try:
+        requests = _mutants(400)
+        answers = ask(proc, *({"op": op, **fields} for op, fields in requests))
+    finally:
+        proc.close()
+    for (op, _), got in zip(requests, answers, strict=True):
+        assert isinstance(got, dict), f"{op}: {got[0]}: {got[1]}"
+        assert got["ok"] or got["error"] in ERROR_NAMES, f"{op}: {got}"
