@@ -156,8 +156,16 @@ def test_fs_writer_accepts_slashes_and_sep_like_text() -> None:
 def test_fs_writer_refuses_names_over_255_bytes() -> None:
     with pytest.raises(UnrepresentableObjectKeyError, match="NAME_MAX"):
         object_key_to_filename(ObjectKey(b"\x01" * 32, "m" * 180, 1))
-    with pytest.raises(UnrepresentableObjectKeyError, match="UTF-8"):
-        object_key_to_filename(ObjectKey(b"\x01", "\ud800", 1))
+
+
+@pytest.mark.parametrize("field", ["model_name", "cache_salt"])
+def test_object_key_text_is_unicode(field: str) -> None:
+    """KEY-TEXT-UNICODE: a lone surrogate (os.listdir's escape for non-UTF-8 bytes) is no key."""
+    kwargs = {"chunk_hash": b"\x01", "model_name": "m", "kv_rank": 1, field: "s\udce1lt"}
+    with pytest.raises(ObjectKeyInvariantError, match="Unicode"):
+        ObjectKey(**kwargs)
+    assert filename_to_object_key(object_key_to_filename(ObjectKey(b"\x01", "m", 1))) is not None
+    assert filename_to_object_key("m@0x00000001@0@01@s\udce1lt.data") is None
 
 
 BAD_FILENAMES = [
@@ -290,7 +298,7 @@ def test_ipc_worker_key_yields_its_rank_only() -> None:
         (IPCKey("m", 0, None), DescriptorError),
         (IPCKey("m", 2, 2), DescriptorError),
         (IPCKey("m", 2, -1), DescriptorError),
-        (IPCKey("m", 256, None), KVRankFieldError),
+        (IPCKey("m", 256, None), DescriptorError),
         (IPCKey("m@", 1, 0), ObjectKeyInvariantError),
         (IPCKey("m", 1, 0, "a/b"), ObjectKeyInvariantError),
     ],

@@ -45,12 +45,7 @@ def object_key_to_filename(key: ObjectKey) -> str:
         f"@{key.object_group_id:x}@{key.chunk_hash.hex()}"
     )
     name = f"{base}@{key.cache_salt}{FILE_EXT}" if key.cache_salt else f"{base}{FILE_EXT}"
-    try:
-        size = len(name.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise UnrepresentableObjectKeyError(
-            f"filename {name!r} is not encodable as UTF-8"
-        ) from None
+    size = len(name.encode("utf-8"))  # model and salt are Unicode text (KEY-TEXT-UNICODE)
     if size > NAME_MAX_BYTES:
         raise UnrepresentableObjectKeyError(
             f"filename is {size} bytes; NAME_MAX is {NAME_MAX_BYTES}"

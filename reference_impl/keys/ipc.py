@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from reference_impl.keys.errors import DescriptorError
-from reference_impl.keys.kv_rank import compute_kv_rank
+from reference_impl.keys.kv_rank import KV_RANK_FIELD_MAX, compute_kv_rank
 from reference_impl.keys.object_key import ObjectKey
 
 
@@ -29,8 +29,11 @@ class IPCCacheServerKeyLike(Protocol):
 def _kv_ranks(ipc_key: IPCCacheServerKeyLike) -> list[int]:
     """KEY-IPC-WORKER: world_size in 1..255; worker_id None or in 0..world_size-1."""
     world_size, worker_id = ipc_key.world_size, ipc_key.worker_id
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-        raise DescriptorError(f"IPC key world_size must be an int >= 1, got {world_size!r}")
+    if isinstance(world_size, bool) or not isinstance(world_size, int):
+        raise DescriptorError(f"IPC key world_size must be an int, got {world_size!r}")
+    if not 1 <= world_size <= KV_RANK_FIELD_MAX:
+        # Checked before the fan-out list is built: its size must never come from the key.
+        raise DescriptorError(f"IPC key world_size {world_size} is outside 1..{KV_RANK_FIELD_MAX}")
     if worker_id is None:
         workers = list(range(world_size))
     elif isinstance(worker_id, bool) or not isinstance(worker_id, int):

@@ -22,6 +22,9 @@ SALT_FORBIDDEN_CHARS = frozenset("@/\\\x00")
 SALT_MAX_LEN = 128
 """Longest cache_salt, in characters."""
 
+GROUP_ID_MAX = 2**63 - 1
+"""KEY-GROUP-RANGE: object_group_id fits a signed 64-bit integer in every implementation."""
+
 
 def _require_int(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
@@ -54,9 +57,9 @@ class ObjectKey:
         kv_rank = _require_int("kv_rank", self.kv_rank)
         if not 0 <= kv_rank <= KV_RANK_MAX:
             raise ObjectKeyInvariantError(f"kv_rank must be in 0..2**32-1 (got {kv_rank})")
-        if _require_int("object_group_id", self.object_group_id) < 0:
+        if not 0 <= _require_int("object_group_id", self.object_group_id) <= GROUP_ID_MAX:
             raise ObjectKeyInvariantError(
-                f"object_group_id must be >= 0 (got {self.object_group_id})"
+                f"object_group_id must be in 0..2**63-1 (got {self.object_group_id})"
             )
         if not isinstance(self.cache_salt, str):
             raise ObjectKeyInvariantError(f"cache_salt must be a str, got {self.cache_salt!r}")
@@ -65,6 +68,14 @@ class ObjectKey:
             raise ObjectKeyInvariantError(
                 f"cache_salt must not contain {sorted(bad_salt)!r} (got {self.cache_salt!r})"
             )
+        for name in ("model_name", "cache_salt"):
+            try:
+                getattr(self, name).encode("utf-8")
+            except UnicodeEncodeError:
+                # KEY-TEXT-UNICODE: e.g. a lone surrogate from os.listdir's surrogateescape.
+                raise ObjectKeyInvariantError(
+                    f"{name} is not Unicode text (lone surrogate): {getattr(self, name)!r}"
+                ) from None
         if len(self.cache_salt) > SALT_MAX_LEN:
             raise ObjectKeyInvariantError(
                 f"cache_salt exceeds max length {SALT_MAX_LEN} (got {len(self.cache_salt)})"

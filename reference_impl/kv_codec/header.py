@@ -48,6 +48,8 @@ _LENS = struct.Struct("<3q")
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 
+INT64_MAX = 2**63 - 1
+
 #: KV-SCALE-SHAPE-N: the reader refuses more scale dimensions than this.
 MAX_SCALE_DIMS = 8
 
@@ -270,6 +272,14 @@ def check_consistency(enc: EncodedKV) -> None:
     _check_dims(enc)
     if any(d < 0 for d in enc.scale_shape):
         raise CorruptEncodedKVError(f"negative dimension in scale_shape {enc.scale_shape}")
+    # KV-DIM-OVERFLOW: shapes built from these fields must be representable in int64,
+    # even for an empty payload, where every length check holds trivially.
+    if math.prod(d for d in enc.scale_shape if d) > INT64_MAX:
+        raise CorruptEncodedKVError(f"scale_shape {enc.scale_shape} overflows int64")
+    if enc.kv_head_count > 0 and enc.head_dim > 0 and enc.kv_head_count * enc.head_dim > INT64_MAX:
+        raise CorruptEncodedKVError(
+            f"kv_head_count {enc.kv_head_count} x head_dim {enc.head_dim} overflows int64"
+        )
     for name in ("k_payload_len", "v_payload_len", "scale_payload_len"):
         if getattr(enc, name) < 0:
             raise CorruptEncodedKVError(f"{name} = {getattr(enc, name)} is negative")

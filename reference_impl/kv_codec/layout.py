@@ -8,8 +8,8 @@ the ``kv_layout`` hash string (KV-LAYOUT-NAME):
   ``[tokens, H, D]`` when no page count is known;
 - ``"HND"`` (head-major within a page): ``[n_pages, H, page_size, D]``, or ``[H, tokens, D]``.
 
-The page count is the PER_PAGE_HEAD scale shape's first dimension, else tokens / page_size
-when ``page_size`` is set and divides the token count.
+The page count is the PER_PAGE_HEAD scale shape's first dimension when positive, else
+tokens / page_size when ``page_size`` is set and divides a positive token count.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def logical_shape(enc: EncodedKV, layout: str | None = None) -> LogicalShape | N
     pages: int | None = None
     if enc.scale_scope == ScaleScope.PER_PAGE_HEAD and enc.scale_shape[0] > 0:
         pages = enc.scale_shape[0]
-    elif enc.page_size > 0 and tokens % enc.page_size == 0:
+    elif enc.page_size > 0 and tokens > 0 and tokens % enc.page_size == 0:
         pages = tokens // enc.page_size
     if pages is None:
         if name == "NHD":
