@@ -6,7 +6,7 @@ import re
 from types import SimpleNamespace
 
 from conformance.drivers import load_driver
-from conformance.matrix import MATRIX_TESTS, matrix_cases
+from conformance.matrix import matrix_cases, matrix_checks
 from conformance.plugin import OUTCOMES, ConformancePlugin
 from conformance.run import run_suite
 
@@ -43,10 +43,10 @@ def test_results_file_follows_the_schema_and_merges_xdist_workers() -> None:
 
 def test_pair_count_detects_a_lost_pair() -> None:
     drivers = {"reference": load_driver("reference")}
-    cases = matrix_cases()
+    assert matrix_checks(drivers) == 2 * len(matrix_cases())  # payload + dequantized V
     records = {
         f"m{i}": {"producer": "reference", "impl": "reference", "outcome": "pass"}
-        for i in range(len(cases) * MATRIX_TESTS)
+        for i in range(matrix_checks(drivers))
     }
     plugin = SimpleNamespace(drivers=drivers, records=records)
     matrix, problem = ConformancePlugin._pair_check(plugin)  # type: ignore[arg-type]
