@@ -75,14 +75,23 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(**VENV)
 def tests(session: nox.Session) -> None:
-    """Unit and property tests, the golden-vector check, the conformance suite (reference,
-    upstream, and the C testee under sanitizers) and a short fuzzing campaign."""
+    """Unit and property tests, the golden-vector check, the conformance suite (reference and
+    upstream; the C testee under ASan+UBSan) and a short fuzzing campaign (100k inputs per
+    target)."""
     install(session, "test", "bench", "fuzz", upstream=True)
     session.run("pytest", "-n", "2", "tests", "--junitxml=.lmckv/junit-tests.xml", *session.posargs)
     session.run("python", "-m", "conformance.golden", "--check")
     session.run(
         "pytest", "-n", "2", "conformance", "--impl", "reference", "--impl", "upstream",
         "--junitxml=.lmckv/junit-conformance.xml",
+    )  # fmt: skip
+    session.run(
+        "pytest", "-n", "2", "conformance", "--impl", "c-asan",
+        "--junitxml=.lmckv/junit-conformance-c-asan.xml",
+    )  # fmt: skip
+    session.run(
+        "python", "-m", "conformance.fuzz", "--seconds", "160", "--runs", "100000",
+        "--alloc-every", "4", "--out", ".lmckv/fuzz",
     )  # fmt: skip
 
 
@@ -140,3 +149,12 @@ def report(session: nox.Session) -> None:
     outcomes = [t["outcome"] for t in json.loads(results.read_text())["tests"]]
     if {"fail", "unexpected_pass"} & set(outcomes):
         session.error("the conformance suite had unexpected outcomes: see the report")
+
+
+@nox.session(**VENV)
+def fuzz(session: nox.Session) -> None:
+    """Fuzz every decoder (atheris + mutation of the golden vectors over the reference,
+    differential against the C testee, libFuzzer where clang exists):
+    `-- --seconds S [--runs N] [--target NAME]`."""
+    install(session, "test", "fuzz")
+    session.run("python", "-m", "conformance.fuzz", *(session.posargs or ["--seconds", "60"]))
