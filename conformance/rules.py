@@ -73,7 +73,8 @@ _RULES: tuple[Rule, ...] = (
         "KV-GEOMETRY",
         MUST,
         "chunk_size, page_size, kv_head_count and head_dim are -1 "
-        "(unset) or positive; 0 and values below -1 are rejected.",
+        "(unset) or positive; 0 and values below -1 are rejected; kv_head_count x head_dim "
+        "fits int64.",
     ),
     Rule(
         "KV-SCALE-SHAPE-N",
@@ -330,9 +331,14 @@ _RULES: tuple[Rule, ...] = (
     ),
     Rule("KEY-HASH-BYTES", MUST, "ObjectKey.chunk_hash is a byte string, possibly empty."),
     Rule("KEY-MODEL-CHARS", MUST, "ObjectKey.model_name holds neither '@' nor NUL."),
-    Rule("KEY-SALT-CHARS", MUST, "cache_salt holds none of '@', '/', '\\', NUL."),
+    Rule(
+        "KEY-SALT-CHARS",
+        MUST,
+        "cache_salt holds none of '@', '/', '\\', NUL, and (like model_name, "
+        "KEY-TEXT-UNICODE) is Unicode text: names whose bytes are not UTF-8 are rejected.",
+    ),
     Rule("KEY-SALT-LENGTH", MUST, "cache_salt is at most 128 characters."),
-    Rule("KEY-GROUP-RANGE", MUST, "object_group_id is an integer >= 0."),
+    Rule("KEY-GROUP-RANGE", MUST, "object_group_id is an integer in 0..2^63-1."),
     Rule("KEY-KVRANK-WIDTH", MUST, "kv_rank is an integer in 0..2^32-1."),
     Rule(
         "KEY-KVRANK-PACK",

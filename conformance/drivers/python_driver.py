@@ -9,12 +9,14 @@ modules define themselves; anything else is reported as ``raw:<module>.<class>``
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import inspect
 import json
+import os
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -49,13 +51,37 @@ REQUIRED_NAMES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
+#: The dtype names of TESTEE.md ("Field types"); torch's aliases (``half``, ``float``,
+#: ``long``, ...) are not among them, so no implementation is asked to accept those.
+DTYPE_NAMES = (
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "uint8",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "bool",
+    "float8_e4m3fn",
+    "float8_e5m2",
+)
+
+
+class DtypeNameError(ValueError):
+    """A request names a dtype outside :data:`DTYPE_NAMES`; the driver refuses it with the
+    operation's error (TESTEE.md, "Field types")."""
+
+
 def dtype_from_name(name: str | None) -> torch.dtype | None:
-    """``"float16"`` -> ``torch.float16``; ``None`` stays ``None``."""
+    """``"float16"`` -> ``torch.float16``; ``None`` stays ``None``; a name outside
+    :data:`DTYPE_NAMES` raises ValueError."""
     if name is None:
         return None
-    dtype = getattr(torch, name, None)
-    if not isinstance(dtype, torch.dtype):
-        raise ValueError(f"not a torch dtype name: {name!r}")
+    if name not in DTYPE_NAMES:
+        raise DtypeNameError(f"not a dtype name of TESTEE.md: {name!r}")
+    dtype: torch.dtype = getattr(torch, name)
     return dtype
 
 
@@ -75,6 +101,46 @@ def tensor_from_bytes(data: bytes, dtype: torch.dtype, shape: list[int]) -> torc
     if not data:
         return torch.empty(shape, dtype=dtype)
     return torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape).clone()
+
+
+#: Headroom of a key operation's address space: key operations handle a few short names,
+#: so an implementation that allocates by an untrusted count (an IPC fan-out list sized by
+#: world_size) fails with MemoryError instead of exhausting the machine.
+KEY_OP_ADDRESS_SPACE = 512 * 2**20
+
+
+def _address_space() -> int | None:
+    """This process's mapped address space in bytes (Linux), else None."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            pages = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+@contextlib.contextmanager
+def _address_space_cap(headroom: int) -> Iterator[None]:
+    """Lower the soft RLIMIT_AS to the current address space plus ``headroom`` while the
+    body runs, then restore it. Nothing changes where the limit cannot be read (not
+    Linux) or an existing limit is already lower."""
+    try:
+        import resource
+    except ImportError:
+        yield
+        return
+    used = _address_space()
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = None if used is None else used + headroom
+    unlimited = resource.RLIM_INFINITY
+    if cap is None or (soft != unlimited and soft <= cap) or (hard != unlimited and hard < cap):
+        yield
+        return
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 class _Rejected(Exception):
@@ -150,6 +216,8 @@ class PythonDriver(Driver):
         """
         if isinstance(exc, _Rejected):
             return "MalformedObjectKeyStringError"
+        if isinstance(exc, DtypeNameError):
+            return op_family(op) or "UnsupportedConfigError"
         for cls, name in self.error_classes:
             if isinstance(exc, cls):
                 return name
@@ -167,8 +235,14 @@ class PythonDriver(Driver):
         if op not in self.info.capabilities or op in ("codec.hash_gate", "codec.dequant"):
             return {"ok": False, "error": "UnsupportedOperation", "message": op}
         method = getattr(self, "op_" + op.replace(".", "_"))
+        guard = (
+            _address_space_cap(KEY_OP_ADDRESS_SPACE)
+            if op.startswith("key.")
+            else contextlib.nullcontext()
+        )
         try:
-            result = method(**fields)
+            with guard:
+                result = method(**fields)
         except Exception as exc:
             return {"ok": False, "error": self.classify(exc, op), "message": str(exc)[:500]}
         return {"ok": True, **result}

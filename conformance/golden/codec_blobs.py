@@ -596,6 +596,143 @@ def hash_gate(cv: CodecVectors, blob: bytes) -> None:
     )
 
 
+#: The six known hash keys with empty values, in writing order.
+_EMPTY_HASHES = [(key.encode("ascii"), b"") for key in bl.HASH_KEYS]
+
+
+def _unset_blob(edit: Edit, payload: bytes) -> bytes:
+    """A blob built from scratch: every field unset (-1), six empty hash strings, ``edit``
+    applied, then ``payload``."""
+    header = bl.Header(hash_pairs=list(_EMPTY_HASHES))
+    edit(header)
+    return bl.pack(header, payload)
+
+
+def empty_and_overflow(cv: CodecVectors) -> None:
+    """Blobs without elements whose shapes need care (KV-LOGICAL-SHAPE), and header fields
+    whose products or sum exceed 2^63 - 1: exact arithmetic rejects them, a 64-bit reader
+    that does not check for overflow wraps and accepts them, or divides by zero."""
+    one_f32 = struct.pack("<f", 1.0)
+    cv.add_blob(
+        "kv-logical-shape-zero-tokens-page-size",
+        "KV-LOGICAL-SHAPE",
+        "PER_TENSOR, kv_head_count 2, head_dim 8, page_size 4, no tokens: the page count "
+        "is unknown (0 pages cannot give tokens per page), so K and V are [0, 2, 8]",
+        _unset_blob(_set(page_size=4, kv_head_count=2, head_dim=8, scale_payload_len=4), one_f32),
+        result="valid",
+        flags=["empty", "logical-shape"],
+    )
+    cv.add_blob(
+        "kv-logical-shape-zero-pages",
+        "KV-LOGICAL-SHAPE",
+        "PER_PAGE_HEAD with scale_shape (0, 2), page_size 4, no tokens: zero pages is no "
+        "page count, so K and V are [0, 2, 8]",
+        _unset_blob(
+            _set(scale_scope=2, page_size=4, kv_head_count=2, head_dim=8, scale_shape=[0, 2]),
+            b"",
+        ),
+        result="valid",
+        flags=["empty", "logical-shape"],
+    )
+    invalid: list[tuple[str, str, str, bytes]] = [
+        (
+            "kv-geometry-heads-times-dim-overflow-empty",
+            "KV-GEOMETRY",
+            "PER_TENSOR, no elements, kv_head_count 0x2400000000000002 x head_dim 8 exceeds "
+            "2^63 - 1",
+            _unset_blob(
+                _set(kv_head_count=0x2400000000000002, head_dim=8, scale_payload_len=4), one_f32
+            ),
+        ),
+        (
+            "kv-scale-shape-partial-product-overflow",
+            "KV-SCALE-SHAPE",
+            "EXTERNAL scale_shape (2^62, 4, 0), no scales: the product of the non-zero "
+            "dimensions exceeds 2^63 - 1",
+            _unset_blob(_set(scale_scope=3, scale_shape=[2**62, 4, 0]), b""),
+        ),
+        (
+            "kv-len-scale-product-wraps",
+            "KV-LEN",
+            "EXTERNAL scale_shape (2^32, 2^32) with scale_payload_len 0: the product wraps "
+            "to 0 in 64 bits",
+            _unset_blob(_set(scale_scope=3, scale_shape=[2**32, 2**32]), b""),
+        ),
+        (
+            "kv-len-heads-times-dim-wraps",
+            "KV-LEN",
+            "kv_head_count = head_dim = 2^32 with 8 elements: the product wraps to 0 in 64 "
+            "bits (a naive 'elements % 0')",
+            _unset_blob(
+                _set(
+                    kv_head_count=2**32,
+                    head_dim=2**32,
+                    k_payload_len=16,
+                    v_payload_len=8,
+                    scale_payload_len=4,
+                ),
+                bytes(24) + one_f32,
+            ),
+        ),
+        (
+            "kv-len-sum-overflows",
+            "KV-LEN-SUM",
+            "consistent lengths 2^63 - 2, 2^62 - 1 and 4 whose sum exceeds 2^63 - 1; no "
+            "payload follows",
+            _unset_blob(
+                _set(
+                    k_payload_len=INT64_MAX - 1,
+                    v_payload_len=2**62 - 1,
+                    scale_payload_len=4,
+                ),
+                b"",
+            ),
+        ),
+    ]
+    for vid, rule, comment, blob in invalid:
+        cv.add_blob(
+            vid, rule, comment, blob, result="invalid", error=CORRUPT, flags=["int64-overflow"]
+        )
+
+
+def utf8_and_alias(cv: CodecVectors) -> None:
+    """Hash values that are not well-formed UTF-8 in ways a lenient decoder accepts, and
+    the legacy float16 id in scale_dtype."""
+    one_f32 = struct.pack("<f", 1.0)
+    bad_utf8 = [
+        (
+            "kv-hashes-above-u10ffff",
+            "model_id value f4 90 80 80, above U+10FFFF",
+            b"\xf4\x90\x80\x80",
+        ),
+        (
+            "kv-hashes-truncated-sequence",
+            "model_id value e2 82, a 3-byte sequence cut short",
+            b"\xe2\x82",
+        ),
+    ]
+    for vid, comment, value in bad_utf8:
+        pairs = [(b"model_id", value), *_EMPTY_HASHES[1:]]
+        cv.add_blob(
+            vid,
+            "KV-HASHES",
+            comment,
+            _unset_blob(_set(hash_pairs=pairs, scale_payload_len=4), one_f32),
+            result="invalid",
+            error=CORRUPT,
+            flags=["hash-section"],
+        )
+    cv.add_blob(
+        "kv-dtype-alias-scale-1",
+        "KV-DTYPE-ALIAS",
+        "PER_TENSOR with scale_dtype id 1, the legacy float16 id, and the scale float16 1.0: "
+        "read as float16 (a writer writes id 2)",
+        _unset_blob(_set(scale_dtype_id=1, scale_payload_len=2), struct.pack("<e", 1.0)),
+        result="valid",
+        flags=["field-corrupt", "scale-dtype"],
+    )
+
+
 def build(cv: CodecVectors) -> None:
     """All hand-built blob vectors, in a fixed order."""
     base = cv.base_blobs["base"]
@@ -606,3 +743,5 @@ def build(cv: CodecVectors) -> None:
     truncations(cv, base)
     trailing(cv, base)
     hash_gate(cv, cv.base_blobs["hashes"])
+    empty_and_overflow(cv)
+    utf8_and_alias(cv)

@@ -30,7 +30,12 @@ NOTES = {
     "fanout": "IPC fan-out of one key over workers and object groups.",
     "json": "EncodedObjectKey JSON members and types.",
     "name-max": "Filename length limit (NAME_MAX).",
+    "above-int64": "A value above 2^63 - 1, which fixed-width implementations cannot hold.",
+    "not-unicode": "Text that is not Unicode (a lone surrogate: filename bytes that are not "
+    "UTF-8, as os.listdir returns them).",
+    "allocation": "A count an unchecked implementation would allocate by.",
 }
+INT64_MAX = 2**63 - 1
 
 
 def okey(
@@ -579,6 +584,93 @@ def ipc(kv: OpVectors) -> None:
         )
 
 
+def group_and_text_limits(kv: OpVectors) -> None:
+    """object_group_id above 2^63 - 1 in every form (KEY-GROUP-RANGE), a filename whose
+    salt bytes are not UTF-8 (KEY-SALT-CHARS), and a fan-out over an absurd world size that
+    must be refused before anything is sized by it (KEY-IPC-WORKER)."""
+    above = INT64_MAX + 1
+    group_cases: list[tuple[str, str, str, dict[str, Any], list[str]]] = [
+        (
+            "key-object-group-above-int64",
+            "object_group_id 2^63",
+            "key.object.new",
+            okey(chunk_hash=b"\0", model_name="m", kv_rank=1, object_group_id=above),
+            ["invariant"],
+        ),
+        (
+            "key-s3-group-above-int64",
+            "group field 8000000000000000 (2^63) in an object name",
+            "key.s3.read",
+            {"object_name": f"m@00000001@{above:x}@00"},
+            [],
+        ),
+        (
+            "key-fs-group-above-int64",
+            "group field 8000000000000000 (2^63) in a filename",
+            "key.fs.read",
+            {"filename": f"m@0x00000001@{above:x}@00.data"},
+            [],
+        ),
+        (
+            "key-encoded-group-above-int64",
+            "object_group_id 9223372036854775808 (2^63) in EncodedObjectKey JSON",
+            "key.encoded.read",
+            {
+                "json_text": json.dumps(
+                    {
+                        "chunk_hash_hex": "00",
+                        "kv_rank": 1,
+                        "model_name": "m",
+                        "object_group_id": above,
+                    },
+                    sort_keys=True,
+                )
+            },
+            ["json"],
+        ),
+    ]
+    for vid, comment, op, request, flags in group_cases:
+        kv.add(
+            vid,
+            "KEY-GROUP-RANGE",
+            comment,
+            op,
+            request,
+            result="invalid",
+            error=KEYS,
+            flags=["above-int64", *flags],
+        )
+    kv.add(
+        "key-fs-salt-not-utf8",
+        "KEY-SALT-CHARS",
+        "filename m@0x00000001@0@00@s<e1>lt.data: the salt byte e1 is not UTF-8 (read by "
+        "os.listdir as the lone surrogate U+DCE1), so the name is not a key file",
+        "key.fs.read",
+        {"filename": "m@0x00000001@0@00@s\udce1lt.data"},
+        result="invalid",
+        error=KEYS,
+        flags=["not-unicode", "salt"],
+    )
+    kv.add(
+        "key-ipc-world-size-huge",
+        "KEY-IPC-WORKER",
+        "lookup key (no worker_id) in a world of 10^10: refused before a fan-out list of "
+        "that size is built",
+        "key.ipc",
+        {
+            "model_name": "m",
+            "world_size": 10**10,
+            "worker_id": None,
+            "cache_salt": "",
+            "chunk_hashes": [b"\x01"],
+            "object_group_ids": [0],
+        },
+        result="invalid",
+        error=KEYS,
+        flags=["fanout", "allocation"],
+    )
+
+
 def build(files: FileSet, driver: Any) -> OpVectors:
     kv = OpVectors(files, "keys", driver)
     cache_keys(kv)
@@ -587,4 +679,5 @@ def build(files: FileSet, driver: Any) -> OpVectors:
     encoded_keys(kv)
     fs_and_s3(kv)
     ipc(kv)
+    group_and_text_limits(kv)
     return kv

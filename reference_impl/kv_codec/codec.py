@@ -320,6 +320,8 @@ class AsymK16V8Codec:
         v_scales: torch.Tensor | None,
     ) -> torch.Tensor:
         scope = enc.scale_scope
+        if v.numel() == 0:  # nothing to scale: no axes or scales are needed
+            return torch.empty(v.shape, dtype=out_dtype, device=v.device)
         if scope == ScaleScope.EXTERNAL and v_scales is not None:
             scales = v_scales.to(v.device)
         elif scope == ScaleScope.EXTERNAL and scales.numel() == 0:
