@@ -11,8 +11,10 @@ The rule, stated on the page with the numbers it used:
    eligible scope's by at most ``MAX_BYTES_OVERHEAD``.
 3. Among scopes within bounds, the lowest attention-output error (``attn_rel_err``) wins;
    errors within ``ERROR_TIE`` of the lowest count as equal, and then the cheaper encode wins.
-   Error is read on real-model data when the run has it (worst model), else on the worst
-   synthetic family, in the V format ``PREFERRED_FMT`` when measured.
+   Error is the worst over every data family of the run, real-model and synthetic: a
+   scope is chosen for the data it will meet, and the synthetic families stand for the
+   outlier pages, heads and sink tokens that real models produce but one short capture may
+   lack. V format ``PREFERRED_FMT`` when measured.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import pandas as pd
 
 from reports.load import scope_rank
 
-MAX_ENCODE_COST = 0.10
+MAX_ENCODE_COST = 0.25
 MAX_BYTES_OVERHEAD = 0.05
 ERROR_TIE = 0.02
 PREFERRED_FMT = "e4m3"
@@ -32,8 +34,8 @@ RULE_TEXT = (
     "Among scopes that store their scales in the blob, keep those whose encode throughput is "
     f"within {MAX_ENCODE_COST:.0%} of the fastest scope and whose storage bytes per token are "
     f"within {MAX_BYTES_OVERHEAD:.0%} of the smallest; of these choose the lowest "
-    f"attention-output error (errors within {ERROR_TIE:.0%} of each other tie, and the faster "
-    "encode wins)."
+    f"worst attention-output error over all data families, real and synthetic (errors within "
+    f"{ERROR_TIE:.0%} of each other tie, and the faster encode wins)."
 )
 
 
@@ -58,14 +60,10 @@ def _error_basis(accuracy: pd.DataFrame) -> tuple[pd.DataFrame, str, str]:
     fmts = sorted(rows["fmt"].unique())
     fmt = PREFERRED_FMT if PREFERRED_FMT in fmts else fmts[0]
     rows = rows[rows["fmt"] == fmt]
-    real = rows[rows["data"].str.startswith("real:")]
-    if not real.empty:
-        names = ", ".join(sorted(real["data"].unique()))
-        return real, f"attention-output error on real-model data ({names}), V format {fmt}", fmt
     names = ", ".join(sorted(rows["data"].unique()))
     return (
         rows,
-        f"worst attention-output error over synthetic families ({names}), V format {fmt}",
+        f"worst attention-output error over the data families ({names}), V format {fmt}",
         fmt,
     )
 

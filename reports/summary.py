@@ -8,8 +8,14 @@ from reports.load import OUTCOMES
 
 
 def level_counts(tests: pd.DataFrame) -> pd.DataFrame:
-    """Tests per implementation and level (MUST/SHOULD) by outcome, counted from ``tests``."""
+    """Tests per implementation and level (MUST/SHOULD) by outcome, counted from ``tests``.
+
+    Producer x consumer checks involve two implementations; as in the suite's own summary they
+    are counted in the matrix section, not here.
+    """
     columns = ["impl", "level", *OUTCOMES, "total"]
+    if "producer" in tests:
+        tests = tests[tests["producer"].isna()]
     if tests.empty:
         return pd.DataFrame(columns=columns)
     counts = (
@@ -38,8 +44,12 @@ def must_should_table(counts: pd.DataFrame) -> pd.DataFrame:
 
 
 def failures(tests: pd.DataFrame, rules: pd.DataFrame) -> pd.DataFrame:
-    """Every test that did not pass or skip, with its reason, rule level and SPEC anchor."""
-    bad = tests[tests["outcome"].isin(["fail", "known_failure", "unexpected_pass"])]
+    """Every test that did not pass or skip, with its reason, rule level and SPEC anchor.
+    A producer x consumer check is listed under "producer→consumer"."""
+    bad = tests[tests["outcome"].isin(["fail", "known_failure", "unexpected_pass"])].copy()
+    if "producer" in bad and not bad.empty:
+        pair = bad["producer"].notna()
+        bad.loc[pair, "impl"] = bad.loc[pair, "producer"] + "→" + bad.loc[pair, "impl"]
     anchors = rules[["id", "spec_anchor", "summary"]].rename(columns={"id": "rule"})
     merged = bad.merge(anchors, on="rule", how="left")
     order = {"fail": 0, "unexpected_pass": 1, "known_failure": 2}

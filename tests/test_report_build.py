@@ -208,7 +208,7 @@ def test_bench_only_synthetic_only_notes_what_is_missing(tmp_path: Path) -> None
     assert "no real-model rows in this run" in section(page, "accuracy")
     assert "no --baseline given" in section(page, "comparison")
     assert "Recommended scale scope: PER_PAGE_HEAD" in page
-    assert "over synthetic families (synthetic:wide-range)" in page
+    assert "over the data families (synthetic:wide-range)" in page
     assert not (out / "throughput_cuda.png").exists()
     for source in re.findall(r'<img src="([^"]+)"', page):
         png_size(out / source)
