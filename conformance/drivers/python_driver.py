@@ -23,15 +23,8 @@ import torch
 
 from conformance.drivers.base import OPERATIONS, RAW_PREFIX, Driver, ImplInfo
 from conformance.errors import op_family
+from conformance.golden.blob_layout import HASH_KEYS
 
-HASH_FIELDS = (
-    "model_id",
-    "model_revision_hash",
-    "tokenizer_hash",
-    "rope_config_hash",
-    "attention_backend",
-    "kv_layout",
-)
 TAG_PREFIX = "lmcache.tag."
 _CODEC_NAMES = ("AsymK16V8Codec", "CodecHashes", "ScaleScope")
 #: Operation prefix -> (module, public names the operation needs); longest prefix wins.
@@ -295,7 +288,7 @@ class PythonDriver(Driver):
             "scale_payload_len",
         ):
             out[name] = int(getattr(enc, name))
-        for name in HASH_FIELDS:
+        for name in HASH_KEYS:
             out[name] = getattr(enc.hashes, name) or ""
         return out
 
@@ -335,7 +328,7 @@ class PythonDriver(Driver):
         kt = tensor_from_bytes(k, torch_dtype, shape)
         vt = tensor_from_bytes(v, torch_dtype, shape)
         codec = self._codec(scale_scope, scale_dtype)
-        hashes = kc.CodecHashes(**{h: meta.pop(h) or "" for h in HASH_FIELDS if h in meta})
+        hashes = kc.CodecHashes(**{h: meta.pop(h) or "" for h in HASH_KEYS if h in meta})
         kwargs: dict[str, Any] = {"hashes": hashes, "head_axis": head_axis}
         if page_axis is not None:
             kwargs["page_axis"] = page_axis
