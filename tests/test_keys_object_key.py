@@ -118,6 +118,7 @@ def test_int_hash_helpers() -> None:
         {"cache_salt": "s" * 129},
         {"cache_salt": None},
         {"object_group_id": -1},
+        {"object_group_id": 2**63},
         {"object_group_id": True},
         {"kv_rank": -1},
         {"kv_rank": 2**32},
@@ -379,7 +380,7 @@ object_keys = st.builds(
     chunk_hash=st.binary(max_size=32),
     model_name=model_names,
     kv_rank=st.integers(0, 2**32 - 1),
-    object_group_id=st.integers(0, 2**70),
+    object_group_id=st.integers(0, 2**63 - 1),
     cache_salt=salts,
 )
 
