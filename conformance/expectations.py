@@ -4,11 +4,15 @@ A line is ``<test id> <reason>``: the test id is the pytest node id without its 
 (``test_codec_read.py::test_parse[upstream-kv-crc-zero]``), the reason is free text and
 mandatory. ``#`` starts a comment line. A listed test that passes fails the run, and so
 does a listed test that no longer exists: the lists can only shrink.
+
+A ``*`` in a test id matches any text: ``test_matrix_payload[upstream-to-*-enc-...]`` lists
+a producer's failure whatever implementation consumes its output.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +33,31 @@ class Expectations:
     impl: str
     path: Path | None
     reasons: dict[str, str]
+
+    def reason_for(self, test_id: str) -> str | None:
+        """The reason of the line naming ``test_id`` (exactly, or through a ``*``)."""
+        if test_id in self.reasons:
+            return self.reasons[test_id]
+        return next((r for line, r in self.reasons.items() if matches(line, test_id)), None)
+
+
+def matches(line: str, test_id: str) -> bool:
+    """``line`` names ``test_id``: equal, or equal with each ``*`` standing for any text."""
+    if "*" not in line:
+        return line == test_id
+    return re.fullmatch(".*".join(map(re.escape, line.split("*"))), test_id) is not None
+
+
+def participants(line: str, impls: list[str]) -> set[str] | None:
+    """The implementations a line's test id names (``[impl-...]`` or ``[p-to-c-...]``, where
+    ``*`` names none), or None when it names one that is not among ``impls``."""
+    param = line.partition("[")[2]
+    names = [*impls, "*"]
+    for producer in impls:
+        for consumer in names:
+            if param.startswith(f"{producer}-to-{consumer}-"):
+                return {producer} | ({consumer} - {"*"})
+    return next((({n} - {"*"}) for n in impls if param.startswith(f"{n}-")), None)
 
 
 def short_id(nodeid: str) -> str:

@@ -25,19 +25,27 @@ def _node(short: str) -> str:
     return "conformance/" + short
 
 
+RUN = ["upstream", "reference"]
+
+
+def _listed_ids(reasons: dict[str, str]) -> list[str]:
+    """The test ids the lines name in a reference + upstream run (``*`` stands for either)."""
+    return [line.replace("*", impl) for line in reasons for impl in (RUN if "*" in line else [""])]
+
+
 def test_every_listed_upstream_test_fails_today() -> None:
-    reasons = _upstream_reasons()
-    assert len(reasons) > 100
-    run = run_suite(["upstream", "reference"], *[_node(s) for s in reasons], "-n", "2")
+    listed = _listed_ids(_upstream_reasons())
+    assert len(listed) > 100
+    run = run_suite(RUN, *[_node(s) for s in listed], "-n", "2")
     assert run.returncode == 0, run.output[-3000:]
     outcomes = run.outcomes()
-    not_failing = sorted(s for s in reasons if outcomes.get(_node(s)) != "known_failure")
+    not_failing = sorted(s for s in listed if outcomes.get(_node(s)) != "known_failure")
     assert not not_failing, f"listed but not failing: {not_failing[:10]}"
 
 
 def test_removing_a_line_fails_the_run(tmp_path: Path) -> None:
     reasons = _upstream_reasons()
-    victim = next(iter(reasons))
+    victim = next(line for line in reasons if "*" not in line)
     copy = tmp_path / "expectations"
     shutil.copytree(EXPECTATIONS_DIR, copy)
     path = copy / f"upstream-{UPSTREAM_VERSION}.txt"
@@ -73,3 +81,17 @@ def test_a_line_without_reason_is_an_error(tmp_path: Path) -> None:
     )
     assert run.returncode != 0
     assert "has no reason" in run.output
+
+
+def test_wildcard_lines_and_the_implementations_a_line_names() -> None:
+    from conformance.expectations import matches, participants
+
+    line = "test_matrix.py::test_matrix_payload[upstream-to-*-enc-x]"
+    assert matches(line, "test_matrix.py::test_matrix_payload[upstream-to-c-asan-enc-x]")
+    assert not matches(line, "test_matrix.py::test_matrix_payload[reference-to-c-enc-x]")
+    assert participants(line, ["reference", "upstream"]) == {"upstream"}
+    exact = "test_matrix.py::test_matrix_payload[upstream-to-c-enc-x]"
+    assert participants(exact, ["upstream", "c"]) == {"upstream", "c"}
+    # a line naming an implementation the run did not load is never reported stale
+    assert participants(exact, ["upstream", "reference"]) is None
+    assert participants("test_keys.py::test_keys[upstream-key-a]", ["upstream"]) == {"upstream"}
