@@ -52,12 +52,13 @@ def participants(line: str, impls: list[str]) -> set[str] | None:
     """The implementations a line's test id names (``[impl-...]`` or ``[p-to-c-...]``, where
     ``*`` names none), or None when it names one that is not among ``impls``."""
     param = line.partition("[")[2]
-    names = [*impls, "*"]
+    if "::test_matrix_" not in line:
+        return next(({n} for n in impls if param.startswith(f"{n}-")), None)
     for producer in impls:
-        for consumer in names:
+        for consumer in [*impls, "*"]:
             if param.startswith(f"{producer}-to-{consumer}-"):
                 return {producer} | ({consumer} - {"*"})
-    return next((({n} - {"*"}) for n in impls if param.startswith(f"{n}-")), None)
+    return None
 
 
 def short_id(nodeid: str) -> str:
