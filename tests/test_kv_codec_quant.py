@@ -131,3 +131,21 @@ def test_dequantize_rejects_integer_output() -> None:
     q = torch.zeros(4, dtype=torch.float8_e4m3fn)
     with pytest.raises(UnsupportedConfigError):
         dequantize_v_fp8(q, torch.tensor(1.0), ScaleScope.PER_TENSOR, out_dtype=torch.int32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("scope", [ScaleScope.PER_LAYER_HEAD, ScaleScope.PER_PAGE_HEAD])
+def test_scales_equal_float32_definition_with_special_values(dtype, scope) -> None:
+    """Q-SCALE in float32, as written in the rule, against the fast per-dtype reductions."""
+    g = torch.Generator().manual_seed(3)
+    v = (torch.randn(4, 16, 3, 8, generator=g) * 50).to(dtype)
+    v[0, 0, 0, 0] = float("nan")
+    v[1, 3, 1, 2] = -float("inf")
+    v[2, :, 2] = -0.0
+    v[3, 5, 0, 1] = -1e-7  # subnormal in float16, tiny in the others
+    kw = {"head_axis": 2, "page_axis": 0}
+    got = compute_v_scales(v, scope, **kw)
+    keep = (0, 2) if scope == ScaleScope.PER_PAGE_HEAD else (2,)
+    amax = v.float().abs().amax(dim=tuple(d for d in range(4) if d not in keep))
+    want = torch.where(amax > 0, amax / QMAX, 1.0)
+    assert torch.equal(got, want)

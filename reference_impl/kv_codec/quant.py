@@ -96,8 +96,11 @@ def _group_absmax(v: torch.Tensor, keep: tuple[int, ...]) -> torch.Tensor:
     """max |v| over every axis not in ``keep`` (kept axes in their original order), in V's
     own dtype: exact, and NaN-propagating.
 
-    Small tensors take ``|v|`` then one reduction (half the time of two). Large ones take
-    max(max(v), -min(v)), which needs no full-size temporary: a fresh one costs page faults.
+    Small 16-bit tensors compare bit patterns: with the sign bit cleared, the int16 order of
+    float16/bfloat16 patterns is their magnitude order, and NaN patterns sort above Inf, so
+    an integer max (several times faster than a half-precision one) gives the same result.
+    Large tensors take max(max(v), -min(v)), which needs no full-size temporary (a fresh one
+    costs page faults).
     """
     reduce = tuple(d for d in range(v.ndim) if d not in keep)
     if not reduce:
@@ -105,9 +108,11 @@ def _group_absmax(v: torch.Tensor, keep: tuple[int, ...]) -> torch.Tensor:
     if not keep:
         lo, hi = torch.aminmax(v)
         return torch.maximum(hi, lo.neg())
-    if v.numel() <= _SMALL:
-        return v.abs().amax(dim=reduce)
-    return torch.maximum(v.amax(dim=reduce), v.amin(dim=reduce).neg())
+    if v.numel() > _SMALL:
+        return torch.maximum(v.amax(dim=reduce), v.amin(dim=reduce).neg())
+    if v.dtype in (torch.float16, torch.bfloat16):
+        return (v.view(torch.int16) & 0x7FFF).amax(dim=reduce).view(v.dtype)
+    return v.abs().amax(dim=reduce)
 
 
 def scale_view(
