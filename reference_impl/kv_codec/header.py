@@ -26,6 +26,7 @@ followed by the payload: K bytes, V bytes, scale bytes.
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 import zlib
@@ -151,20 +152,30 @@ def _dtype_id(dtype: torch.dtype | None) -> int:
         raise UnsupportedConfigError(f"dtype {dtype} has no id in the dtype table") from None
 
 
-def _pack_str(s: str | None) -> bytes:
-    data = (s or "").encode("utf-8")
+def _pack_str(s: str) -> bytes:
+    data = s.encode("utf-8")
     if len(data) > 0xFFFF:
         raise UnsupportedConfigError(f"hash string of {len(data)} bytes exceeds 65535")
     return _U16.pack(len(data)) + data
 
 
+@functools.lru_cache(maxsize=256)
+def _hash_section(values: tuple[str, ...]) -> bytes:
+    """KV-HASHES as written: the pair count, then each known key and its value. Cached:
+    a deployment writes the same few hash sets over and over."""
+    pairs = b"".join(_pack_str(k) + _pack_str(v) for k, v in zip(HASH_FIELDS, values, strict=True))
+    return _U16.pack(len(HASH_FIELDS)) + pairs
+
+
+def hash_section(hashes: CodecHashes) -> bytes:
+    """The serialized hash section of ``hashes`` (None reads as empty)."""
+    return _hash_section(tuple(getattr(hashes, name) or "" for name in HASH_FIELDS))
+
+
 def header_length(enc: EncodedKV) -> int:
     """Bytes the serialized header of ``enc`` takes, CRC included."""
-    strings = sum(
-        4 + len(name) + len((getattr(enc.hashes, name) or "").encode("utf-8"))
-        for name in HASH_FIELDS
-    )
-    return FIXED_HEADER_LEN + 8 * len(enc.scale_shape) + _LENS.size + 2 + strings + 4
+    section = len(hash_section(enc.hashes))
+    return FIXED_HEADER_LEN + 8 * len(enc.scale_shape) + _LENS.size + section + 4
 
 
 def pack_header_fields(enc: EncodedKV) -> bytes:
@@ -194,10 +205,7 @@ def pack_header_fields(enc: EncodedKV) -> bytes:
         lens = _LENS.pack(enc.k_payload_len, enc.v_payload_len, enc.scale_payload_len)
     except struct.error as e:
         raise UnsupportedConfigError(f"header field out of range: {e}") from None
-    strings = b"".join(
-        _pack_str(name) + _pack_str(getattr(enc.hashes, name)) for name in HASH_FIELDS
-    )
-    return fixed + dims + lens + _U16.pack(len(HASH_FIELDS)) + strings
+    return fixed + dims + lens + hash_section(enc.hashes)
 
 
 def serialize_header(enc: EncodedKV) -> bytes:
