@@ -164,8 +164,8 @@ class AsymK16V8Codec:
         buf = bytearray(head_len + enc.expected_payload_len())
         k_off, v_off = head_len, head_len + enc.k_payload_len
         s_off = v_off + enc.v_payload_len
-        v_dst = _byte_view(buf, v_off, enc.v_payload_len)
         if k.device.type == "cpu":
+            v_dst = _byte_view(buf, v_off, enc.v_payload_len)
             _byte_view(buf, k_off, enc.k_payload_len).copy_(_as_bytes(k.detach()))
             if v_quant is None:
                 quantize_v_fp8(
@@ -190,9 +190,9 @@ class AsymK16V8Codec:
                     head_axis=head_axis,
                     page_axis=page_axis,
                 )
-            staged = torch.cat(
-                [_as_bytes(k.detach()), _as_bytes(v_quant.detach()), _as_bytes(scales.to(k.device))]
-            )
+            # One device buffer, one copy to the host (a precomputed V may come from the host).
+            parts = (k.detach(), v_quant.detach().to(k.device), scales.to(k.device))
+            staged = torch.cat([_as_bytes(t) for t in parts])
             _byte_view(buf, k_off, len(buf) - k_off).copy_(staged)
         fields = pack_header_fields(enc)
         buf[: len(fields)] = fields
