@@ -1,53 +1,47 @@
 #include "lk_request.h"
 
-static const lk_jvalue *lk_field(const lk_request *r, const char *name, int required,
-                                 lk_err *err, int *failed)
-{
-    const lk_jvalue *v = lk_json_get(r->obj, name);
-    *failed = 0;
-    if (v == NULL || v->type == LK_J_NULL) {
-        if (required) {
-            *failed = 1;
-            lk_fail(err, LK_BAD_REQUEST, "request lacks field %s", name);
-        }
-        return NULL;
-    }
-    return v;
-}
-
 static int lk_wrong_type(const char *name, lk_err *err)
 {
     return lk_fail(err, LK_BAD_REQUEST, "field %s has the wrong JSON type", name);
 }
 
+/* The field `name` of JSON type `type`: 1 with *v when present, 0 when absent (or null) and
+   not required, -1 with err set when a required field is absent or its type is wrong. */
+static int lk_typed_field(const lk_request *r, const char *name, int required, lk_jtype type,
+                          const lk_jvalue **v, lk_err *err)
+{
+    *v = lk_json_get(r->obj, name);
+    if (*v == NULL || (*v)->type == LK_J_NULL) {
+        *v = NULL;
+        return required ? lk_fail(err, LK_BAD_REQUEST, "request lacks field %s", name) : 0;
+    }
+    if ((*v)->type != type)
+        return lk_wrong_type(name, err);
+    return 1;
+}
+
 int lk_req_int(const lk_request *r, const char *name, int required, int64_t dflt, lk_int *out,
                int *present, lk_err *err)
 {
-    int failed;
-    const lk_jvalue *v = lk_field(r, name, required, err, &failed);
+    const lk_jvalue *v;
+    int got = lk_typed_field(r, name, required, LK_J_INT, &v, err);
     if (present != NULL)
         *present = v != NULL;
     out->v = dflt;
     out->big = 0;
-    if (failed)
-        return -1;
-    if (v == NULL)
-        return 0;
-    if (v->type != LK_J_INT)
-        return lk_wrong_type(name, err);
+    if (got <= 0)
+        return got;
     *out = v->u.integer;
     return 0;
 }
 
 int lk_req_bool(const lk_request *r, const char *name, int dflt, int *out, lk_err *err)
 {
-    int failed;
-    const lk_jvalue *v = lk_field(r, name, 0, err, &failed);
+    const lk_jvalue *v;
+    int got = lk_typed_field(r, name, 0, LK_J_BOOL, &v, err);
     *out = dflt;
-    if (v == NULL)
-        return 0;
-    if (v->type != LK_J_BOOL)
-        return lk_wrong_type(name, err);
+    if (got <= 0)
+        return got;
     *out = v->u.boolean;
     return 0;
 }
@@ -82,16 +76,12 @@ int lk_unhex(lk_span hex, lk_arena *arena, lk_span *out)
 
 int lk_req_hex(const lk_request *r, const char *name, int required, lk_span *out, lk_err *err)
 {
-    int failed;
-    const lk_jvalue *v = lk_field(r, name, required, err, &failed);
+    const lk_jvalue *v;
+    int got = lk_typed_field(r, name, required, LK_J_STR, &v, err);
     out->p = NULL;
     out->n = 0;
-    if (failed)
-        return -1;
-    if (v == NULL)
-        return 0;
-    if (v->type != LK_J_STR)
-        return lk_wrong_type(name, err);
+    if (got <= 0)
+        return got;
     if (lk_unhex(v->u.str, r->arena, out))
         return lk_fail(err, LK_BAD_REQUEST, "field %s is not hex", name);
     return 0;
@@ -100,16 +90,12 @@ int lk_req_hex(const lk_request *r, const char *name, int required, lk_span *out
 int lk_req_name(const lk_request *r, const char *name, int required, lk_span *out,
                 lk_err *err)
 {
-    int failed;
-    const lk_jvalue *v = lk_field(r, name, required, err, &failed);
+    const lk_jvalue *v;
+    int got = lk_typed_field(r, name, required, LK_J_STR, &v, err);
     out->p = NULL;
     out->n = 0;
-    if (failed)
-        return -1;
-    if (v == NULL)
-        return 0;
-    if (v->type != LK_J_STR)
-        return lk_wrong_type(name, err);
+    if (got <= 0)
+        return got;
     *out = v->u.str;
     if (out->p == NULL)
         out->p = (const uint8_t *)"";
@@ -119,17 +105,13 @@ int lk_req_name(const lk_request *r, const char *name, int required, lk_span *ou
 int lk_req_ints(const lk_request *r, const char *name, int required, lk_int_list *out,
                 lk_err *err)
 {
-    int failed;
     size_t i;
-    const lk_jvalue *v = lk_field(r, name, required, err, &failed);
+    const lk_jvalue *v;
+    int got = lk_typed_field(r, name, required, LK_J_ARRAY, &v, err);
     out->n = 0;
     out->items = NULL;
-    if (failed)
-        return -1;
-    if (v == NULL)
-        return 0;
-    if (v->type != LK_J_ARRAY)
-        return lk_wrong_type(name, err);
+    if (got <= 0)
+        return got;
     out->items = lk_arena_array(r->arena, v->u.array.n, sizeof *out->items);
     for (i = 0; i < v->u.array.n; i++) {
         if (v->u.array.items[i].type != LK_J_INT)
@@ -143,17 +125,13 @@ int lk_req_ints(const lk_request *r, const char *name, int required, lk_int_list
 int lk_req_names(const lk_request *r, const char *name, int required, lk_span_list *out,
                  lk_err *err)
 {
-    int failed;
     size_t i;
-    const lk_jvalue *v = lk_field(r, name, required, err, &failed);
+    const lk_jvalue *v;
+    int got = lk_typed_field(r, name, required, LK_J_ARRAY, &v, err);
     out->n = 0;
     out->items = NULL;
-    if (failed)
-        return -1;
-    if (v == NULL)
-        return 0;
-    if (v->type != LK_J_ARRAY)
-        return lk_wrong_type(name, err);
+    if (got <= 0)
+        return got;
     out->items = lk_arena_array(r->arena, v->u.array.n, sizeof *out->items);
     for (i = 0; i < v->u.array.n; i++) {
         if (v->u.array.items[i].type == LK_J_NULL)
@@ -169,17 +147,13 @@ int lk_req_names(const lk_request *r, const char *name, int required, lk_span_li
 int lk_req_hex_list(const lk_request *r, const char *name, int required, lk_span_list *out,
                     lk_err *err)
 {
-    int failed;
     size_t i, start, k, count = 1;
-    const lk_jvalue *v = lk_field(r, name, required, err, &failed);
+    const lk_jvalue *v;
+    int got = lk_typed_field(r, name, required, LK_J_STR, &v, err);
     out->n = 0;
     out->items = NULL;
-    if (failed)
-        return -1;
-    if (v == NULL)
-        return 0;
-    if (v->type != LK_J_STR)
-        return lk_wrong_type(name, err);
+    if (got <= 0)
+        return got;
     if (v->u.str.n == 0) /* "" is the empty list */
         return 0;
     for (i = 0; i < v->u.str.n; i++)
