@@ -10,10 +10,10 @@ refuses to write a blob the reader would reject; ``to_bytes`` returns that buffe
 from __future__ import annotations
 
 import warnings
-import zlib
 
 import torch
 
+from reference_impl.kv_codec.checksum import payload_crc32
 from reference_impl.kv_codec.errors import (
     CodecMismatchError,
     CorruptEncodedKVError,
@@ -28,26 +28,54 @@ from reference_impl.kv_codec.header import (
     ScaleScope,
     check_consistency,
     deserialize_header,
-    header_length,
     pack_header_fields,
     serialize_header,
 )
 from reference_impl.kv_codec.layout import LogicalShape, explicit_shape, logical_shape
-from reference_impl.kv_codec.quant import compute_v_scales, dequantize_v_fp8, quantize_v_fp8
+from reference_impl.kv_codec.quant import (
+    compute_v_scales,
+    dequantize_v_fp8,
+    quantize_v_fp8,
+    untracked,
+)
 
 Buffer = bytes | bytearray | memoryview
 
 
-def _byte_view(buf: bytearray, offset: int, count: int) -> torch.Tensor:
-    """A uint8 tensor over ``buf[offset:offset+count]`` (empty ranges included)."""
+def _byte_view(
+    buf: bytearray, offset: int, count: int, dtype: torch.dtype = torch.uint8
+) -> torch.Tensor:
+    """A flat ``dtype`` tensor over ``count`` elements of ``buf`` from ``offset`` (empty
+    ranges included)."""
     if count == 0:
-        return torch.empty(0, dtype=torch.uint8)
-    return torch.frombuffer(buf, dtype=torch.uint8, offset=offset, count=count)
+        return torch.empty(0, dtype=dtype)
+    return torch.frombuffer(buf, dtype=dtype, offset=offset, count=count)
+
+
+def _put(buf: bytearray, offset: int, t: torch.Tensor) -> None:
+    """Write ``t``'s elements into ``buf`` at ``offset``, in C order and in t's own dtype,
+    from wherever ``t`` lives."""
+    if t.numel():
+        _byte_view(buf, offset, t.numel(), t.dtype).view(t.shape).copy_(untracked(t))
 
 
 def _as_bytes(t: torch.Tensor) -> torch.Tensor:
     """The C-order bytes of ``t`` as a flat uint8 tensor (a view when ``t`` is contiguous)."""
     return t.contiguous().reshape(-1).view(torch.uint8)
+
+
+def _section(payload: memoryview, offset: int, length: int, dtype: torch.dtype) -> torch.Tensor:
+    """``length`` bytes of ``payload`` from ``offset`` as a flat ``dtype`` tensor: a view
+    when the payload is writable, else a copy (torch cannot view read-only memory)."""
+    if length == 0:
+        return torch.empty(0, dtype=dtype)
+    count = length // dtype.itemsize
+    if not payload.readonly:
+        return torch.frombuffer(payload, dtype=dtype, offset=offset, count=count)
+    with warnings.catch_warnings():  # read-only source: the view is cloned at once
+        warnings.simplefilter("ignore", UserWarning)
+        view = torch.frombuffer(payload, dtype=dtype, offset=offset, count=count)
+    return view.clone()
 
 
 class AsymK16V8Codec:
@@ -95,15 +123,20 @@ class AsymK16V8Codec:
                     f"precomputed_v_quant shape {tuple(precomputed_v_quant.shape)} != "
                     f"V shape {tuple(v.shape)}"
                 )
-            return precomputed_v_scales.detach().to(self.scale_dtype), precomputed_v_quant
+            return self._stored(precomputed_v_scales), precomputed_v_quant
         if precomputed_v_scales is not None:
-            return precomputed_v_scales.detach().to(self.scale_dtype), None
+            return self._stored(precomputed_v_scales), None
         if self.scale_scope == ScaleScope.EXTERNAL:
             raise UnsupportedConfigError("EXTERNAL scope needs precomputed_v_scales")
         scales = compute_v_scales(
             v, self.scale_scope, fp8_dtype=self.fp8_dtype, head_axis=head_axis, page_axis=page_axis
         )
-        return scales.to(self.scale_dtype), None
+        return self._stored(scales), None
+
+    def _stored(self, scales: torch.Tensor) -> torch.Tensor:
+        """``scales`` as the scale payload holds them: in scale_dtype, outside autograd."""
+        scales = untracked(scales)
+        return scales if scales.dtype == self.scale_dtype else scales.to(self.scale_dtype)
 
     def encode(
         self,
@@ -160,14 +193,16 @@ class AsymK16V8Codec:
             check_consistency(enc)
         except CorruptEncodedKVError as e:
             raise UnsupportedConfigError(f"refusing to write an inconsistent blob: {e}") from None
-        head_len = header_length(enc)
+        fields = pack_header_fields(enc)
+        head_len = len(fields) + 4  # then payload_crc32
         buf = bytearray(head_len + enc.expected_payload_len())
+        buf[: len(fields)] = fields
         k_off, v_off = head_len, head_len + enc.k_payload_len
         s_off = v_off + enc.v_payload_len
         if k.device.type == "cpu":
-            v_dst = _byte_view(buf, v_off, enc.v_payload_len)
-            _byte_view(buf, k_off, enc.k_payload_len).copy_(_as_bytes(k.detach()))
+            _put(buf, k_off, k)
             if v_quant is None:
+                v_dst = _byte_view(buf, v_off, v.numel(), self.fp8_dtype)
                 quantize_v_fp8(
                     v,
                     scales,
@@ -175,11 +210,11 @@ class AsymK16V8Codec:
                     fp8_dtype=self.fp8_dtype,
                     head_axis=head_axis,
                     page_axis=page_axis,
-                    out=v_dst.view(self.fp8_dtype).view(v.shape),
+                    out=v_dst.view(v.shape),
                 )
             else:
-                v_dst.copy_(_as_bytes(v_quant.detach().cpu()))
-            _byte_view(buf, s_off, enc.scale_payload_len).copy_(_as_bytes(scales.cpu()))
+                _put(buf, v_off, v_quant)
+            _put(buf, s_off, scales)
         else:
             if v_quant is None:
                 v_quant = quantize_v_fp8(
@@ -191,12 +226,10 @@ class AsymK16V8Codec:
                     page_axis=page_axis,
                 )
             # One device buffer, one copy to the host (a precomputed V may come from the host).
-            parts = (k.detach(), v_quant.detach().to(k.device), scales.to(k.device))
+            parts = (untracked(k), untracked(v_quant).to(k.device), scales.to(k.device))
             staged = torch.cat([_as_bytes(t) for t in parts])
             _byte_view(buf, k_off, len(buf) - k_off).copy_(staged)
-        fields = pack_header_fields(enc)
-        buf[: len(fields)] = fields
-        crc = zlib.crc32(memoryview(buf)[head_len:]) & 0xFFFFFFFF
+        crc = payload_crc32(memoryview(buf)[head_len:])
         buf[len(fields) : head_len] = crc.to_bytes(4, "little")
         enc.blob = buf
         enc.payload = memoryview(buf)[head_len:]
@@ -258,8 +291,9 @@ class AsymK16V8Codec:
         """(K, V, scales) in their logical shape (see ``layout.logical_shape``).
 
         V stays FP8 unless ``out_v_dtype`` is a wider float, then it is dequantized per
-        Q-DEQUANT in any scope. On CPU, K and V are views over the parsed buffer when it
-        is writable (a bytearray, mmap, ...) and copies when it is immutable ``bytes``.
+        Q-DEQUANT in any scope. On CPU, K, V and the scales are views over the parsed
+        buffer when it is writable (a bytearray, mmap, ...) and copies when it is
+        immutable ``bytes``.
         ``shape`` (with ``head_axis``/``page_axis``) overrides the shape rule; ``layout``
         overrides the ``kv_layout`` hash; ``v_scales`` supplies EXTERNAL scales that
         were not stored.
@@ -272,38 +306,21 @@ class AsymK16V8Codec:
             raise CorruptEncodedKVError(
                 f"payload is {len(enc.payload)} bytes, header declares {enc.expected_payload_len()}"
             )
-        target = torch.device(device) if device is not None else torch.device("cpu")
         ls: LogicalShape | None = (
             explicit_shape(enc, shape, head_axis, page_axis)
             if shape is not None
             else logical_shape(enc, layout)
         )
         payload = memoryview(enc.payload)
-        owned = not payload.readonly
-
-        def section(offset: int, length: int, dtype: torch.dtype) -> torch.Tensor:
-            if length == 0:
-                return torch.empty(0, dtype=dtype)
-            if owned:
-                return torch.frombuffer(
-                    payload, dtype=dtype, offset=offset, count=length // dtype.itemsize
-                )
-            with warnings.catch_warnings():  # read-only source: the view is cloned at once
-                warnings.simplefilter("ignore", UserWarning)
-                view = torch.frombuffer(
-                    payload, dtype=dtype, offset=offset, count=length // dtype.itemsize
-                )
-            return view.clone()
-
-        k = section(0, enc.k_payload_len, enc.k_dtype)
-        v = section(enc.k_payload_len, enc.v_payload_len, enc.v_dtype)
         s_off = enc.k_payload_len + enc.v_payload_len
-        scales = section(s_off, enc.scale_payload_len, enc.scale_dtype).clone()
-        scales = scales.reshape(enc.scale_shape)
+        k = _section(payload, 0, enc.k_payload_len, enc.k_dtype)
+        v = _section(payload, enc.k_payload_len, enc.v_payload_len, enc.v_dtype)
+        scales = _section(payload, s_off, enc.scale_payload_len, enc.scale_dtype)
+        scales = scales.view(enc.scale_shape)
         if ls is not None:
             k, v = k.view(ls.shape), v.view(ls.shape)
-        if target.type != "cpu":
-            k, v, scales = k.to(target), v.to(target), scales.to(target)
+        if device is not None and torch.device(device).type != "cpu":
+            k, v, scales = k.to(device), v.to(device), scales.to(device)
         if out_k_dtype is not None and out_k_dtype != k.dtype:
             k = k.to(out_k_dtype)
         if out_v_dtype is None or out_v_dtype == enc.v_dtype:

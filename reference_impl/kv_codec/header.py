@@ -19,7 +19,7 @@ Byte layout (SPEC.md, "Blob header"), all integers little-endian::
     76  8n scale_shape      i64 each
     ..  24 k/v/scale_payload_len  i64 x 3
     ..  2  hash_count       u16, then per pair: u16 len + UTF-8 key, u16 len + UTF-8 value
-    ..  4  payload_crc32    u32, zlib CRC-32 (IEEE) of the payload only
+    ..  4  payload_crc32    u32, CRC-32 (IEEE, as zlib.crc32) of the payload only
 
 followed by the payload: K bytes, V bytes, scale bytes.
 """
@@ -29,7 +29,6 @@ from __future__ import annotations
 import functools
 import math
 import struct
-import zlib
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -37,6 +36,7 @@ from typing import Any
 import torch
 
 from reference_impl.dtypes import DTYPE_TO_INT, INT_TO_DTYPE
+from reference_impl.kv_codec.checksum import payload_crc32
 from reference_impl.kv_codec.errors import CorruptEncodedKVError, UnsupportedConfigError
 
 #: KV-MAGIC: "LMCKV" then the version triplet 1.0.1.
@@ -44,7 +44,6 @@ CODEC_MAGIC: bytes = b"LMCKV\x01\x00\x01"
 
 _FIXED = struct.Struct("<8s6H7q")
 FIXED_HEADER_LEN: int = _FIXED.size  # 76
-_I64 = struct.Struct("<q")
 _LENS = struct.Struct("<3q")
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
@@ -53,6 +52,11 @@ INT64_MAX = 2**63 - 1
 
 #: KV-SCALE-SHAPE-N: the reader refuses more scale dimensions than this.
 MAX_SCALE_DIMS = 8
+
+# What follows the fixed header up to the hash pairs, by scale_shape_n: the scale shape,
+# the three payload lengths and the hash count.
+_SHAPE_LENS_COUNT = tuple(struct.Struct(f"<{n}q3qH") for n in range(MAX_SCALE_DIMS + 1))
+_DIMS = tuple(struct.Struct(f"<{n}q") for n in range(MAX_SCALE_DIMS + 1))
 
 #: KV-K-DTYPE / KV-V-DTYPE / KV-SCALE-DTYPE: what a v1 blob may declare.
 K_DTYPES = (torch.float16, torch.bfloat16)
@@ -172,12 +176,6 @@ def hash_section(hashes: CodecHashes) -> bytes:
     return _hash_section(tuple(getattr(hashes, name) or "" for name in HASH_FIELDS))
 
 
-def header_length(enc: EncodedKV) -> int:
-    """Bytes the serialized header of ``enc`` takes, CRC included."""
-    section = len(hash_section(enc.hashes))
-    return FIXED_HEADER_LEN + 8 * len(enc.scale_shape) + _LENS.size + section + 4
-
-
 def pack_header_fields(enc: EncodedKV) -> bytes:
     """Every header byte except the trailing CRC (KV-LAYOUT)."""
     if len(enc.scale_shape) > MAX_SCALE_DIMS:
@@ -201,7 +199,7 @@ def pack_header_fields(enc: EncodedKV) -> bytes:
             enc.head_dim,
             len(enc.scale_shape),
         )
-        dims = struct.pack(f"<{len(enc.scale_shape)}q", *enc.scale_shape)
+        dims = _DIMS[len(enc.scale_shape)].pack(*enc.scale_shape)
         lens = _LENS.pack(enc.k_payload_len, enc.v_payload_len, enc.scale_payload_len)
     except struct.error as e:
         raise UnsupportedConfigError(f"header field out of range: {e}") from None
@@ -215,7 +213,7 @@ def serialize_header(enc: EncodedKV) -> bytes:
             f"payload is {len(enc.payload)} bytes but K({enc.k_payload_len}) + "
             f"V({enc.v_payload_len}) + scales({enc.scale_payload_len}) were declared"
         )
-    return pack_header_fields(enc) + _U32.pack(zlib.crc32(enc.payload) & 0xFFFFFFFF)
+    return pack_header_fields(enc) + _U32.pack(payload_crc32(enc.payload))
 
 
 class _Reader:
@@ -249,6 +247,47 @@ class _Reader:
             raise CorruptEncodedKVError(f"{what} is not UTF-8: {e}") from None
 
 
+# The hash sections parsed most recently, newest first, as (raw bytes from the hash count
+# on, the six values): a deployment reads the same few hash sets over and over, and a raw
+# match parses to the same values. Rebound, never mutated, so threads may share it.
+_RECENT_SECTIONS: tuple[tuple[bytes, tuple[str, ...]], ...] = ()
+_RECENT_LIMIT = 4
+
+
+def _read_hashes(r: _Reader, n_pairs: int) -> CodecHashes:
+    """KV-HASHES: ``n_pairs`` (key, value) UTF-8 strings, each key at most once; unknown
+    keys are skipped. ``r`` stands just past the hash count and is left past the pairs."""
+    global _RECENT_SECTIONS
+    start = r.off - _U16.size
+    for raw, values in _RECENT_SECTIONS:
+        end = start + len(raw)
+        if r.buf[start:end] == raw:
+            r.off = end
+            return CodecHashes(*values)
+    hashes = CodecHashes()
+    seen: set[str] = set()
+    for _ in range(n_pairs):
+        key = r.string("hash key")
+        value = r.string(f"hash value of {key!r}")
+        if key in seen:
+            raise CorruptEncodedKVError(f"hash key {key!r} appears twice")
+        seen.add(key)
+        if key in HASH_FIELDS:
+            setattr(hashes, key, value)
+    values = tuple(getattr(hashes, name) for name in HASH_FIELDS)
+    entry = (bytes(r.buf[start : r.off]), values)
+    _RECENT_SECTIONS = (entry, *_RECENT_SECTIONS[: _RECENT_LIMIT - 1])
+    return hashes
+
+
+def _ids_of(allowed: tuple[torch.dtype, ...]) -> dict[int, torch.dtype]:
+    return {i: d for i, d in INT_TO_DTYPE.items() if d is not None and d in allowed}
+
+
+_SCOPE_OF_ID = {int(scope): scope for scope in ScaleScope}
+_K_OF_ID, _V_OF_ID, _SCALE_OF_ID = (_ids_of(d) for d in (K_DTYPES, V_DTYPES, SCALE_DTYPES))
+
+
 def _read_dtype(idx: int, allowed: tuple[torch.dtype, ...], what: str) -> torch.dtype:
     if idx not in INT_TO_DTYPE:
         raise CorruptEncodedKVError(f"unknown {what} id {idx}")
@@ -263,13 +302,15 @@ def _read_dtype(idx: int, allowed: tuple[torch.dtype, ...], what: str) -> torch.
 
 def _check_dims(enc: EncodedKV) -> None:
     """KV-IDS, KV-GEOMETRY: ids are >= -1; geometry fields are -1 (unset) or positive."""
-    for name in ("layer_id", "chunk_id"):
-        if getattr(enc, name) < -1:
-            raise CorruptEncodedKVError(f"{name} = {getattr(enc, name)} is below -1")
-    for name in ("chunk_size", "page_size", "kv_head_count", "head_dim"):
-        v = getattr(enc, name)
-        if v != -1 and v < 1:
-            raise CorruptEncodedKVError(f"{name} = {v}: must be -1 (unset) or positive")
+    if min(enc.layer_id, enc.chunk_id) < -1:
+        for name in ("layer_id", "chunk_id"):
+            if getattr(enc, name) < -1:
+                raise CorruptEncodedKVError(f"{name} = {getattr(enc, name)} is below -1")
+    if min(enc.chunk_size, enc.page_size, enc.kv_head_count, enc.head_dim) < 1:
+        for name in ("chunk_size", "page_size", "kv_head_count", "head_dim"):
+            v = getattr(enc, name)
+            if v != -1 and v < 1:
+                raise CorruptEncodedKVError(f"{name} = {v}: must be -1 (unset) or positive")
 
 
 def check_consistency(enc: EncodedKV) -> None:
@@ -278,19 +319,24 @@ def check_consistency(enc: EncodedKV) -> None:
     Raises CorruptEncodedKVError for the first disagreement found.
     """
     _check_dims(enc)
-    if any(d < 0 for d in enc.scale_shape):
-        raise CorruptEncodedKVError(f"negative dimension in scale_shape {enc.scale_shape}")
+    shape = enc.scale_shape
+    if shape and min(shape) < 0:
+        raise CorruptEncodedKVError(f"negative dimension in scale_shape {shape}")
     # KV-DIM-OVERFLOW: shapes built from these fields must be representable in int64,
     # even for an empty payload, where every length check holds trivially.
-    if math.prod(d for d in enc.scale_shape if d) > INT64_MAX:
-        raise CorruptEncodedKVError(f"scale_shape {enc.scale_shape} overflows int64")
+    scale_elems = math.prod(shape)
+    if scale_elems > INT64_MAX or (
+        scale_elems == 0 and math.prod(d for d in shape if d) > INT64_MAX
+    ):
+        raise CorruptEncodedKVError(f"scale_shape {shape} overflows int64")
     if enc.kv_head_count > 0 and enc.head_dim > 0 and enc.kv_head_count * enc.head_dim > INT64_MAX:
         raise CorruptEncodedKVError(
             f"kv_head_count {enc.kv_head_count} x head_dim {enc.head_dim} overflows int64"
         )
-    for name in ("k_payload_len", "v_payload_len", "scale_payload_len"):
-        if getattr(enc, name) < 0:
-            raise CorruptEncodedKVError(f"{name} = {getattr(enc, name)} is negative")
+    if min(enc.k_payload_len, enc.v_payload_len, enc.scale_payload_len) < 0:
+        for name in ("k_payload_len", "v_payload_len", "scale_payload_len"):
+            if getattr(enc, name) < 0:
+                raise CorruptEncodedKVError(f"{name} = {getattr(enc, name)} is negative")
     k_item = enc.k_dtype.itemsize
     if enc.k_payload_len % k_item:
         raise CorruptEncodedKVError(
@@ -302,7 +348,6 @@ def check_consistency(enc: EncodedKV) -> None:
         raise CorruptEncodedKVError(
             f"K holds {k_elems} elements but V holds {v_elems}; K and V share one shape"
         )
-    scale_elems = math.prod(enc.scale_shape)
     if enc.scale_payload_len != scale_elems * enc.scale_dtype.itemsize:
         raise CorruptEncodedKVError(
             f"scale_payload_len {enc.scale_payload_len} != {scale_elems} scales of "
@@ -389,31 +434,21 @@ def deserialize_header(
         raise CorruptEncodedKVError(f"bad magic {magic!r}, expected {CODEC_MAGIC!r}")
     if version != CodecVersion.V1:
         raise CorruptEncodedKVError(f"unsupported header version {version}; this reader knows 1")
-    try:
-        scope = ScaleScope(scope_id)
-    except ValueError:
-        raise CorruptEncodedKVError(f"unknown scale_scope id {scope_id}") from None
-    k_dtype = _read_dtype(k_id, K_DTYPES, "k_dtype")
-    v_dtype = _read_dtype(v_id, V_DTYPES, "v_dtype")
-    scale_dtype = _read_dtype(s_id, SCALE_DTYPES, "scale_dtype")
+    scope = _SCOPE_OF_ID.get(scope_id)
+    if scope is None:
+        raise CorruptEncodedKVError(f"unknown scale_scope id {scope_id}")
+    k_dtype = _K_OF_ID.get(k_id) or _read_dtype(k_id, K_DTYPES, "k_dtype")
+    v_dtype = _V_OF_ID.get(v_id) or _read_dtype(v_id, V_DTYPES, "v_dtype")
+    scale_dtype = _SCALE_OF_ID.get(s_id) or _read_dtype(s_id, SCALE_DTYPES, "scale_dtype")
     if reserved != 0:
         raise CorruptEncodedKVError(f"reserved field is {reserved}, must be 0")
     layer_id, chunk_id, chunk_size, page_size, heads, head_dim, n_dims = geometry
     if not 0 <= n_dims <= MAX_SCALE_DIMS:
         raise CorruptEncodedKVError(f"scale_shape_n {n_dims} is outside 0..{MAX_SCALE_DIMS}")
-    scale_shape = r.take(struct.Struct(f"<{n_dims}q"), "scale_shape")
-    k_len, v_len, s_len = r.take(_LENS, "payload lengths")
-    (n_pairs,) = r.take(_U16, "hash count")
-    hashes = CodecHashes()
-    seen: set[str] = set()
-    for _ in range(n_pairs):
-        key = r.string("hash key")
-        value = r.string(f"hash value of {key!r}")
-        if key in seen:
-            raise CorruptEncodedKVError(f"hash key {key!r} appears twice")
-        seen.add(key)
-        if key in HASH_FIELDS:
-            setattr(hashes, key, value)
+    *scale_shape, k_len, v_len, s_len, n_pairs = r.take(
+        _SHAPE_LENS_COUNT[n_dims], "scale_shape, payload lengths and hash count"
+    )
+    hashes = _read_hashes(r, n_pairs)
     (crc,) = r.take(_U32, "payload CRC")
     enc = EncodedKV(
         k_dtype=k_dtype,
@@ -444,7 +479,7 @@ def deserialize_header(
             f"{len(mv) - end} bytes follow the payload (pass allow_trailing=True to ignore)"
         )
     enc.payload = mv[r.off : end]
-    computed = zlib.crc32(enc.payload) & 0xFFFFFFFF
+    computed = payload_crc32(enc.payload)
     if computed != crc:
         raise CorruptEncodedKVError(
             f"payload CRC-32 mismatch: header says {crc:#010x}, payload gives {computed:#010x}"

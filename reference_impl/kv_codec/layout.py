@@ -15,7 +15,7 @@ tokens / page_size when ``page_size`` is set and divides a positive token count.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from reference_impl.kv_codec.errors import UnsupportedConfigError
 from reference_impl.kv_codec.header import EncodedKV, ScaleScope
@@ -23,8 +23,7 @@ from reference_impl.kv_codec.header import EncodedKV, ScaleScope
 LAYOUTS = ("NHD", "HND")
 
 
-@dataclass(frozen=True)
-class LogicalShape:
+class LogicalShape(NamedTuple):
     """A shape for the flat payload plus where its head and page axes are."""
 
     shape: tuple[int, ...]

@@ -9,15 +9,18 @@ Groups per scope: PER_TENSOR one group; PER_LAYER_HEAD one per head (axis ``head
 PER_PAGE_HEAD one per (page, head), scales stored as (n_pages, n_heads) whatever the axis
 order; EXTERNAL scales come from the caller and broadcast against V.
 
-On CPU the arithmetic runs in cache-sized blocks of float32 so no full-size float32 copy of
-V is ever made; every element still sees exactly the operations above, so the bytes are the
-same as the unblocked computation.
+On CPU the arithmetic runs in cache-sized blocks of float32, in a scratch buffer each thread
+allocates once, so no full-size float32 copy of V is ever made and no call pays the page
+faults of a fresh one; every element still sees exactly the operations above, so the bytes
+are the same as the unblocked computation.
 """
 
 from __future__ import annotations
 
+import array
 import math
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -29,17 +32,45 @@ FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
 #: Q-SCALE: the scale of an all-zero group.
 ZERO_SCALE_SENTINEL = 1.0
 
-_BLOCK = 1 << 16  # float32 elements per CPU block: 256 KiB, cache-resident
+_BLOCK = 1 << 18  # float32 elements per CPU block: 1 MiB, within the L2 of the cores sharing it
 _SMALL = 1 << 22  # elements up to which a full-size |V| temporary is cheaper than two passes
+_FP8_MAX = {dtype: float(torch.finfo(dtype).max) for dtype in FP8_DTYPES}
+# V dtypes whose values are exact in a Python float and whose amax is exact in float32, so
+# the one-group scale can be computed in Python (see _tensor_scale).
+_SCALAR_SCALE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+_MAGNITUDE_BITS = torch.tensor(0x7FFF, dtype=torch.int16)  # clears a 16-bit float's sign
+_LISTED_SCALES = 256  # groups up to which scales are computed per group in Python floats
 
 Index = tuple[int | slice, ...]
+_scratch = threading.local()
+
+
+def untracked(t: torch.Tensor) -> torch.Tensor:
+    """``t`` outside autograd (detached only when it needs to be: the call costs time)."""
+    return t.detach() if t.requires_grad else t
 
 
 def fp8_max(dtype: torch.dtype) -> float:
     """finfo(dtype).max for an FP8 dtype (448 for e4m3fn, 57344 for e5m2)."""
-    if dtype not in FP8_DTYPES:
-        raise UnsupportedConfigError(f"{dtype} is not an FP8 dtype")
-    return float(torch.finfo(dtype).max)
+    try:
+        return _FP8_MAX[dtype]
+    except KeyError:
+        raise UnsupportedConfigError(f"{dtype} is not an FP8 dtype") from None
+
+
+def _scratch_f32(shape: torch.Size) -> torch.Tensor:
+    """A float32 tensor of ``shape`` (at most _BLOCK elements) over this thread's reusable
+    scratch. Views are kept per shape: making one costs as much as a small block's math."""
+    views: dict[torch.Size, torch.Tensor] | None = getattr(_scratch, "views", None)
+    if views is None:
+        views = _scratch.views = {}
+        _scratch.buf = torch.empty(_BLOCK, dtype=torch.float32)
+    view = views.get(shape)
+    if view is None:
+        if len(views) >= 64:
+            views.clear()
+        view = views[shape] = _scratch.buf[: math.prod(shape)].view(shape)
+    return view
 
 
 def _axis(axis: int | None, ndim: int, name: str) -> int | None:
@@ -82,14 +113,46 @@ def compute_v_scales(
     if scope == ScaleScope.EXTERNAL:
         raise UnsupportedConfigError("EXTERNAL scales come from the caller, not from V")
     head, page = scope_axes(v.ndim, scope, head_axis, page_axis)
+    if head is None and v.device.type == "cpu" and v.dtype in _SCALAR_SCALE_DTYPES:
+        return _float32_tensor([_tensor_scale(untracked(v), qmax)]).view(())
     keep = tuple(a for a in (page, head) if a is not None)
     if v.numel() == 0:
         amax = torch.zeros([v.shape[a] for a in keep], dtype=torch.float32, device=v.device)
     else:
-        amax = _group_absmax(v.detach(), keep).to(torch.float32)
+        amax = _group_absmax(untracked(v), keep)
     if page is not None and head is not None and page > head:
         amax = amax.transpose(0, 1)
+    if (
+        amax.numel() <= _LISTED_SCALES
+        and amax.device.type == "cpu"
+        and amax.dtype in _SCALAR_SCALE_DTYPES
+    ):
+        # Few groups: the rule of _tensor_scale per group costs less than three tensor ops.
+        scales = [a / qmax if a > 0 else ZERO_SCALE_SENTINEL for a in amax.reshape(-1).tolist()]
+        return _float32_tensor(scales).view(amax.shape)
+    amax = amax.to(torch.float32)
     return torch.where(amax > 0, amax / qmax, ZERO_SCALE_SENTINEL)
+
+
+def _float32_tensor(values: list[float]) -> torch.Tensor:
+    """A CPU float32 tensor of ``values``, each rounded to nearest float32 (the C cast
+    ``array`` applies), made in a third of the time ``torch.tensor`` takes."""
+    return torch.frombuffer(array.array("f", values), dtype=torch.float32)
+
+
+def _tensor_scale(v: torch.Tensor, qmax: float) -> float:
+    """Q-SCALE of one group, in Python floats. amax is exact in float32 for the dtypes of
+    _SCALAR_SCALE_DTYPES, and amax / qmax rounded once to float32 (by the caller's
+    ``torch.tensor``) is the float32 quotient: a double carries more than 2 x 24 + 2 bits,
+    so rounding its quotient again is exact."""
+    if v.numel() == 0:
+        return ZERO_SCALE_SENTINEL
+    lo_t, hi_t = torch.aminmax(v)
+    lo, hi = lo_t.item(), hi_t.item()
+    amax = max(hi, -lo)
+    if math.isnan(lo) or math.isnan(hi) or not amax > 0:
+        return ZERO_SCALE_SENTINEL
+    return amax / qmax
 
 
 def _group_absmax(v: torch.Tensor, keep: tuple[int, ...]) -> torch.Tensor:
@@ -111,7 +174,10 @@ def _group_absmax(v: torch.Tensor, keep: tuple[int, ...]) -> torch.Tensor:
     if v.numel() > _SMALL:
         return torch.maximum(v.amax(dim=reduce), v.amin(dim=reduce).neg())
     if v.dtype in (torch.float16, torch.bfloat16):
-        return (v.view(torch.int16) & 0x7FFF).amax(dim=reduce).view(v.dtype)
+        bits = torch.bitwise_and(v.view(torch.int16), _MAGNITUDE_BITS)
+        if reduce[-1] == v.ndim - 1 and len(reduce) > 1:  # the contiguous axis first: faster
+            bits, reduce = bits.amax(dim=-1), reduce[:-1]
+        return bits.amax(dim=reduce).view(v.dtype)
     return v.abs().amax(dim=reduce)
 
 
@@ -122,8 +188,11 @@ def scale_view(
     head_axis: int,
     page_axis: int | None,
 ) -> torch.Tensor:
-    """float32 scales as a tensor that broadcasts against ``shape`` per the scope's groups."""
-    s = scales.detach().to(torch.float32)
+    """float32 scales as a tensor of ``shape``'s rank that broadcasts against it per the
+    scope's groups. Never 0-d: against a 0-d operand torch computes in V's own dtype."""
+    s = untracked(scales)
+    if s.dtype != torch.float32:
+        s = s.to(torch.float32)
     ndim = len(shape)
     if scope == ScaleScope.EXTERNAL:
         try:
@@ -132,12 +201,12 @@ def scale_view(
             raise UnsupportedConfigError(
                 f"EXTERNAL scales of shape {tuple(s.shape)} do not broadcast to V {tuple(shape)}"
             ) from None
-        return s
+        return s.reshape((1,) * (ndim - s.dim()) + tuple(s.shape))
     head, page = scope_axes(ndim, scope, head_axis, page_axis)
     if head is None:
         if s.numel() != 1:
             raise UnsupportedConfigError(f"PER_TENSOR takes one scale, got {tuple(s.shape)}")
-        return s.reshape(())
+        return s.reshape((1,) * ndim)
     view = [1] * ndim
     if page is None:
         if tuple(s.shape) != (shape[head],):
@@ -176,36 +245,62 @@ def _blockwise(
     src: torch.Tensor,
     scale: torch.Tensor,
     out: torch.Tensor,
-    op: str,
+    arith: Callable[..., torch.Tensor],
     clamp: float | None,
 ) -> None:
-    """out = cast(clamp(float32(src) op scale)) in cache-sized float32 blocks.
+    """out = cast(clamp(float32(src) arith scale)) in float32 blocks of the thread's scratch.
 
-    Mixed 16/32-bit arithmetic widens src to float32 element by element, so the float32
-    conversion costs no separate pass; FP8 sources (which torch does not promote) are
-    widened explicitly first.
+    ``scale`` has src's rank (``scale_view``): against a 0-d tensor (or a Python number)
+    torch would compute in src's 16-bit dtype, or multiply by a reciprocal, and either
+    changes the bytes. Mixed 16/32-bit arithmetic widens src to float32 element by
+    element, so the float32 conversion costs no separate pass; FP8 sources (which torch
+    does not promote) are widened explicitly first.
     """
-    arith = torch.div if op == "div" else torch.mul
     widen = src.dtype in FP8_DTYPES
     if src.device.type != "cpu":
-        t = arith(src.to(torch.float32) if widen else src, scale)
-        if clamp is not None:
-            t.clamp_(-clamp, clamp)
-        out.copy_(t)
+        _whole(src, scale, out, arith, clamp)
         return
-    full = scale.expand(src.shape)
-    tmp = torch.empty(min(_BLOCK, max(src.numel(), 1)), dtype=torch.float32)
+    if src.numel() <= _BLOCK:
+        _block(src, scale, out, _scratch_f32(src.shape), arith, clamp, widen)
+        return
+    full = scale.expand(src.shape)  # so that each block's index applies to it too
     for idx in _blocks(src.shape, _BLOCK):
         s_blk = src[idx]
-        t = tmp[: s_blk.numel()].view(s_blk.shape)
-        if widen:
-            t.copy_(s_blk)
-            arith(t, full[idx], out=t)
-        else:
-            arith(s_blk, full[idx], out=t)
-        if clamp is not None:
-            t.clamp_(-clamp, clamp)
-        out[idx].copy_(t)
+        _block(s_blk, full[idx], out[idx], _scratch_f32(s_blk.shape), arith, clamp, widen)
+
+
+def _block(
+    src: torch.Tensor,
+    scale: torch.Tensor,
+    out: torch.Tensor,
+    tmp: torch.Tensor,
+    arith: Callable[..., torch.Tensor],
+    clamp: float | None,
+    widen: bool,
+) -> None:
+    """One block of _blockwise through the float32 ``tmp`` (src's shape)."""
+    if widen:
+        tmp.copy_(src)
+        arith(tmp, scale, out=tmp)
+    else:
+        arith(src, scale, out=tmp)
+    if clamp is not None:
+        tmp.clamp_(-clamp, clamp)
+    out.copy_(tmp)
+
+
+def _whole(
+    src: torch.Tensor,
+    scale: torch.Tensor,
+    out: torch.Tensor,
+    arith: Callable[..., torch.Tensor],
+    clamp: float | None,
+) -> None:
+    """_blockwise off the CPU: the same operations on the whole tensor at once."""
+    t = arith(src.to(torch.float32) if src.dtype in FP8_DTYPES else src, scale)
+    if clamp is not None:
+        t.clamp_(-clamp, clamp)
+    out.copy_(t)
 
 
 def quantize_v_fp8(
@@ -227,7 +322,7 @@ def quantize_v_fp8(
         raise UnsupportedConfigError(
             f"out is {out.dtype}{tuple(out.shape)}, need {fp8_dtype}{tuple(v.shape)}"
         )
-    _blockwise(v.detach(), s.to(v.device), out, "div", qmax)
+    _blockwise(untracked(v), s.to(v.device), out, torch.div, qmax)
     return out
 
 
@@ -245,5 +340,5 @@ def dequantize_v_fp8(
         raise UnsupportedConfigError(f"cannot dequantize into {out_dtype}")
     s = scale_view(scales, q.shape, scope, head_axis, page_axis)
     out = torch.empty(q.shape, dtype=out_dtype, device=q.device)
-    _blockwise(q.detach(), s.to(q.device), out, "mul", None)
+    _blockwise(untracked(q), s.to(q.device), out, torch.mul, None)
     return out
