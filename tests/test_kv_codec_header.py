@@ -277,3 +277,28 @@ def test_header_fields_round_trip(
     for name in ("layer_id", "chunk_id", "chunk_size", "hashes", "k_dtype", "scale_shape"):
         assert getattr(back, name) == getattr(enc, name)
     assert bytes(back.payload) == enc.payload
+
+
+def test_hash_sets_beyond_the_recently_parsed_ones_read_correctly() -> None:
+    """The reader keeps the last few hash sections it parsed; cycling through more sets
+    than it keeps, and back, must always give each blob its own values."""
+    blobs = [paged_blob(hashes=CodecHashes(model_id=f"m{i}", kv_layout="NHD")) for i in range(7)]
+    for _ in range(3):
+        for i, blob in enumerate(blobs):
+            hashes = deserialize_header(blob).hashes
+            assert (hashes.model_id, hashes.kv_layout, hashes.tokenizer_hash) == (
+                f"m{i}",
+                "NHD",
+                "",
+            )
+
+
+def test_a_recently_parsed_hash_section_with_one_byte_changed_is_read_afresh() -> None:
+    blob = paged_blob(hashes=CodecHashes(model_id="model-a"))
+    assert deserialize_header(blob).hashes.model_id == "model-a"
+    at = bytes(blob).index(b"model-a") + len("model-")
+    changed = bytearray(blob)
+    changed[at : at + 1] = b"b"  # the CRC covers the payload only, so this stays valid
+    assert deserialize_header(changed).hashes.model_id == "model-b"
+    cut = bytes(blob).index(b"model-a") + 3
+    corrupt(blob[:cut], "truncated|declares")

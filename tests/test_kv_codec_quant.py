@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 import torch
 from hypothesis import given
@@ -12,6 +14,7 @@ from reference_impl.kv_codec import (
     UnsupportedConfigError,
     compute_v_scales,
     dequantize_v_fp8,
+    quant,
     quantize_v_fp8,
 )
 
@@ -133,19 +136,94 @@ def test_dequantize_rejects_integer_output() -> None:
         dequantize_v_fp8(q, torch.tensor(1.0), ScaleScope.PER_TENSOR, out_dtype=torch.int32)
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
-@pytest.mark.parametrize("scope", [ScaleScope.PER_LAYER_HEAD, ScaleScope.PER_PAGE_HEAD])
-def test_scales_equal_float32_definition_with_special_values(dtype, scope) -> None:
-    """Q-SCALE in float32, as written in the rule, against the fast per-dtype reductions."""
+def special_values(pages: int, dtype: torch.dtype) -> torch.Tensor:
     g = torch.Generator().manual_seed(3)
-    v = (torch.randn(4, 16, 3, 8, generator=g) * 50).to(dtype)
+    v = (torch.randn(pages, 16, 3, 8, generator=g) * 50).to(dtype)
     v[0, 0, 0, 0] = float("nan")
     v[1, 3, 1, 2] = -float("inf")
     v[2, :, 2] = -0.0
     v[3, 5, 0, 1] = -1e-7  # subnormal in float16, tiny in the others
-    kw = {"head_axis": 2, "page_axis": 0}
-    got = compute_v_scales(v, scope, **kw)
+    v[3, :, 1] = 1e-40 if dtype != torch.float16 else 6e-8  # amax / 448: a float32 subnormal
+    return v
+
+
+def float32_rule(v: torch.Tensor, keep: tuple[int, ...]) -> torch.Tensor:
+    """Q-SCALE with float32 tensor ops, exactly as the rule is written."""
+    amax = v.float().abs().amax(dim=tuple(d for d in range(v.ndim) if d not in keep))
+    return torch.where(amax > 0, amax / QMAX, 1.0)
+
+
+# 4 pages x 3 heads is few groups (scales computed per group in Python floats); 100 pages
+# is more than 256 groups (tensor ops): both must give the float32 rule's bits.
+@pytest.mark.parametrize("pages", [4, 100])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("scope", [ScaleScope.PER_LAYER_HEAD, ScaleScope.PER_PAGE_HEAD])
+def test_scales_equal_float32_definition_with_special_values(pages, dtype, scope) -> None:
+    """Q-SCALE in float32, as written in the rule, against the fast per-dtype reductions."""
+    v = special_values(pages, dtype)
+    got = compute_v_scales(v, scope, head_axis=2, page_axis=0)
     keep = (0, 2) if scope == ScaleScope.PER_PAGE_HEAD else (2,)
-    amax = v.float().abs().amax(dim=tuple(d for d in range(4) if d not in keep))
-    want = torch.where(amax > 0, amax / QMAX, 1.0)
-    assert torch.equal(got, want)
+    assert torch.equal(got.view(torch.int32), float32_rule(v, keep).view(torch.int32))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+@pytest.mark.parametrize(
+    "fill",
+    [None, "nan", "-inf", "zero", "tiny"],
+    ids=["finite", "nan", "-inf", "all-zero", "tiny"],
+)
+def test_per_tensor_scale_equals_float32_definition(dtype, fill) -> None:
+    """The one-group scale (computed in Python floats for 16/32-bit V) has the bits of the
+    float32 rule, special groups included."""
+    v = special_values(4, dtype)[3:4, :, 2:3]  # a slab without NaN/Inf
+    if fill == "nan":
+        v[0, 1, 0, 1] = float("nan")
+    elif fill == "-inf":
+        v[0, 1, 0, 1] = -float("inf")
+    elif fill == "zero":
+        v = torch.zeros_like(v)
+    elif fill == "tiny":
+        v = torch.full_like(v, -1e-40 if dtype != torch.float16 else -6e-8)
+    got = compute_v_scales(v, ScaleScope.PER_TENSOR)
+    assert got.shape == () and got.dtype == torch.float32
+    want = float32_rule(v.to(torch.float32) if dtype == torch.float64 else v, ())
+    assert torch.equal(got.view(torch.int32), want.view(torch.int32))
+
+
+@pytest.mark.parametrize(
+    ("scope", "kw"),
+    [
+        (ScaleScope.PER_TENSOR, {}),
+        (ScaleScope.PER_LAYER_HEAD, {"head_axis": 2}),
+        (ScaleScope.PER_PAGE_HEAD, {"head_axis": 2, "page_axis": 0}),
+    ],
+)
+def test_whole_tensor_arithmetic_equals_the_cpu_blocks(scope, kw) -> None:
+    """Off the CPU the same operations run on the whole tensor (``quant._whole``); run on
+    CPU tensors here, they must give the blocked path's bytes. A 0-d PER_TENSOR scale
+    would make torch divide in float16 and fail this."""
+    v = (torch.randn(5, 16, 4, 8, generator=torch.Generator().manual_seed(5)) * 30).half()
+    s = compute_v_scales(v, scope, **kw)
+    out = torch.empty(v.shape, dtype=torch.float8_e4m3fn)
+    view = quant.scale_view(s, v.shape, scope, kw.get("head_axis", -2), kw.get("page_axis"))
+    quant._whole(v, view, out, torch.div, QMAX)
+    want = quantize_v_fp8(v, s, scope, **kw)
+    assert torch.equal(out.view(torch.uint8), want.view(torch.uint8))
+    back = torch.empty(v.shape, dtype=torch.float16)
+    quant._whole(want, view, back, torch.mul, None)
+    assert torch.equal(back, dequantize_v_fp8(want, s, scope, **kw))
+
+
+def test_threads_quantizing_at_once_get_their_own_results() -> None:
+    """Each thread has its own float32 scratch: concurrent calls equal sequential ones."""
+    g = torch.Generator().manual_seed(9)
+    vs = [(torch.randn(n, 16, 4, 8, generator=g) * (n + 1)).half() for n in (1, 3, 40, 600)]
+    scales = [compute_v_scales(v, ScaleScope.PER_TENSOR) for v in vs]
+
+    def quantize(i: int) -> torch.Tensor:
+        return quantize_v_fp8(vs[i], scales[i], ScaleScope.PER_TENSOR).view(torch.uint8)
+
+    want = [quantize(i) for i in range(len(vs))]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        got = list(pool.map(quantize, [i for _ in range(8) for i in range(len(vs))]))
+    assert all(torch.equal(t, want[i % len(vs)]) for i, t in enumerate(got))
