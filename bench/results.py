@@ -21,9 +21,18 @@ from typing import IO, Any
 #: Version of the results format; bumped when a reader of version 1 could misread a file.
 SCHEMA_VERSION = 1
 
-THROUGHPUT_OPS = ("encode", "parse", "decode_fp8", "decode_dequant", "quantize", "copy", "crc32")
+THROUGHPUT_OPS = (
+    "encode",
+    "parse",
+    "decode_fp8",
+    "decode_dequant",
+    "quantize",
+    "copy",
+    "crc32",
+    "alloc",
+)
 CODEC_IMPLS = ("reference", "upstream")
-LIMIT_IMPLS = ("memcpy", "crc32", "d2d", "h2d")
+LIMIT_IMPLS = ("memcpy", "crc32", "alloc", "d2d", "h2d")
 DEVICES = ("cpu", "cuda")
 SCOPES = ("PER_TENSOR", "PER_LAYER_HEAD", "PER_PAGE_HEAD", "EXTERNAL")
 DTYPES = ("float16", "bfloat16")

@@ -8,6 +8,11 @@ operation (``bench.impls``). Limits:
   (the bytes ``encode`` reads); the limit of ``encode`` and ``decode_*``.
 - CPU ``crc32``: ``zlib.crc32`` over the encoded blobs (reference, PER_TENSOR), the bytes
   ``parse`` reads; the limit of ``parse``.
+- CPU ``alloc``: a fresh, zeroed ``bytearray`` of each of those blobs' sizes, all kept until
+  the call returns, as ``encode``'s output is: the first-touch page faults any encoder that
+  returns new buffers pays. Its ``bytes`` are K+V, encode's unit, so its GB/s is the encode
+  throughput of an encoder that did nothing but allocate its output: a floor drawn beside
+  encode, not a ratio's denominator.
 - CUDA ``d2d``: device-to-device copy of V (the bytes ``quantize`` reads); limit of ``quantize``.
 - CUDA ``h2d``: pinned host to device copy of K and V; limit of CUDA ``encode``/``decode_*``.
 
@@ -194,6 +199,23 @@ def _cpu_limits(group: _Group, layers: list[LayerKV], crc_source: CodecOps | Non
             source.blob_bytes,
             setup=source.buffers,
         )
+        sizes: list[int] = []
+
+        def measure_sizes() -> None:
+            sizes[:] = [len(buf) for buf in source.buffers()]
+
+        group.add(
+            ("alloc", "alloc", None),
+            lambda: _alloc_all(sizes),
+            clock,
+            lambda: kv,
+            setup=measure_sizes,
+        )
+
+
+def _alloc_all(sizes: list[int]) -> list[bytearray]:
+    """The ``alloc`` limit: one fresh zeroed buffer per size, returned so all stay alive."""
+    return [bytearray(n) for n in sizes]
 
 
 def _cuda_limits(group: _Group, layers: list[LayerKV], clock: Clock) -> None:

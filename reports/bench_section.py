@@ -67,7 +67,8 @@ def throughput_section(inputs: ReportInputs, out: Output) -> Section:
             body.append(note(f"no {name} rows in this run: {reason}"))
             continue
         if rows["op"].isin(figures.LIMIT_OPS).all():
-            body.append(note(f"only limit rows (copy, crc32) on {name}: no codec throughput"))
+            present = ", ".join(sorted(set(rows["op"])))
+            body.append(note(f"only limit rows ({present}) on {name}: no codec throughput"))
             continue
         png = f"throughput_{device}.png"
         figures.throughput_chart(throughput, device, out.path(png))

@@ -27,10 +27,12 @@ from matplotlib.patches import Patch
 from reports.load import SCALE_SCOPES, scope_rank
 
 OP_ORDER = ["encode", "parse", "quantize", "decode_fp8", "decode_dequant"]
-LIMIT_OPS = frozenset({"copy", "crc32"})
+LIMIT_OPS = frozenset({"copy", "crc32", "alloc"})
+# Floors drawn beside an operation's own limit: ``alloc`` (fresh output buffers) for encode.
+FLOORS = {"encode": "alloc"}
 IMPL_STYLE = {"reference": "-", "upstream": "--"}
 DTYPE_MARKER = {"float16": "o", "bfloat16": "s"}
-LIMIT_COLOR = {"memcpy": "0.15", "crc32": "0.45", "d2d": "0.15", "h2d": "0.45"}
+LIMIT_COLOR = {"memcpy": "0.15", "crc32": "0.45", "alloc": "0.65", "d2d": "0.15", "h2d": "0.45"}
 STATUS_COLOR = {"all pass": "#5cb85c", "known failures": "#f0ad4e", "failures": "#d9534f"}
 DPI = 110
 LABELLED_FAMILIES = 3
@@ -156,7 +158,10 @@ def throughput_chart(throughput: pd.DataFrame, device: str, path: Path) -> None:
                 linewidth=1.3,
             )
             handles.setdefault(label, container.lines[0])
-        for limit in sorted({str(x) for x in op_rows["limit"].dropna()}):
+        drawn_limits = {str(x) for x in op_rows["limit"].dropna()}
+        if op in FLOORS and (limits["impl"] == FLOORS[op]).any():
+            drawn_limits.add(FLOORS[op])
+        for limit in sorted(drawn_limits):
             for run_id, measured in limits[limits["impl"] == limit].groupby("run_id"):
                 run_rows = op_rows[op_rows["run_id"] == run_id]
                 line = _limit_line(measured, run_rows)

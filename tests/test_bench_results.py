@@ -97,8 +97,11 @@ def test_limits_are_measured_in_the_same_run(tiny_run: tuple[dict[str, Any], lis
     rows = [r for r in records if r["kind"] == "throughput"]
     for dtype in TINY.dtypes:
         limits = {r["impl"]: r for r in rows if r["scope"] is None and r["dtype"] == dtype}
-        assert set(limits) == {"memcpy", "crc32"}
+        assert set(limits) == {"memcpy", "crc32", "alloc"}
         assert limits["memcpy"]["op"] == "copy" and limits["crc32"]["op"] == "crc32"
+        # alloc: fresh output buffers, counted in encode's unit (K+V bytes)
+        assert limits["alloc"]["op"] == "alloc" and limits["alloc"]["limit"] is None
+        assert limits["alloc"]["bytes"] == limits["memcpy"]["bytes"]
         enc = next(
             r
             for r in rows
