@@ -56,7 +56,8 @@ def environment_section(inputs: ReportInputs, out: Output, generated: datetime) 
             "wall time (s)": run.meta.get("wall_s"),
             "commit": str(run.meta.get("git_commit") or "unknown"),
             "implementations": "; ".join(
-                f"{i['name']} {i['version'] or ''} ({i['kind']}: {', '.join(i['capabilities'])})"
+                f"{i['name']} {'' if pd.isna(i['version']) else i['version']} "
+                f"({i['kind']}: {', '.join(i['capabilities'])})"
                 for i in run.tables["impls"].to_dict("records")
             ),
         }

@@ -269,12 +269,14 @@ def test_odd_but_valid_inputs_degrade_with_notes(tmp_path: Path) -> None:
         }
     )
     document["rules"][0]["spec_anchor"] = "#kv-magic"
+    document["impls"][0]["version"] = None  # an implementation that reports no version
     conformance = tmp_path / "conformance.json"
     conformance.write_text(json.dumps(document))
     out = tmp_path / "out"
     assert main([str(conformance), str(bench), "--out", str(out)]) == 0
     page = (out / "index.html").read_text()
     assert "only limit rows (copy) on CUDA" in section(page, "throughput")
+    assert " nan " not in section(page, "environment")
     assert "no sqnr_db rows in this run" in section(page, "accuracy")
     assert 'SPEC.md#kv-magic">#kv-magic</a>' in page and "##" not in page
     assert re.search(r"<tr><td>NEW-RULE</td><td>\?</td>", section(page, "conformance"))
