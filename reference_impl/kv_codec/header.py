@@ -281,6 +281,7 @@ def _read_hashes(r: _Reader, n_pairs: int) -> CodecHashes:
 
 
 def _ids_of(allowed: tuple[torch.dtype, ...]) -> dict[int, torch.dtype]:
+    """The ids of the dtype table that read as one of ``allowed``."""
     return {i: d for i, d in INT_TO_DTYPE.items() if d is not None and d in allowed}
 
 
@@ -302,6 +303,7 @@ def _read_dtype(idx: int, allowed: tuple[torch.dtype, ...], what: str) -> torch.
 
 def _check_dims(enc: EncodedKV) -> None:
     """KV-IDS, KV-GEOMETRY: ids are >= -1; geometry fields are -1 (unset) or positive."""
+    # Each loop runs only when its min() says a field may be out of range, to name it.
     if min(enc.layer_id, enc.chunk_id) < -1:
         for name in ("layer_id", "chunk_id"):
             if getattr(enc, name) < -1:
@@ -333,7 +335,7 @@ def check_consistency(enc: EncodedKV) -> None:
         raise CorruptEncodedKVError(
             f"kv_head_count {enc.kv_head_count} x head_dim {enc.head_dim} overflows int64"
         )
-    if min(enc.k_payload_len, enc.v_payload_len, enc.scale_payload_len) < 0:
+    if min(enc.k_payload_len, enc.v_payload_len, enc.scale_payload_len) < 0:  # name it
         for name in ("k_payload_len", "v_payload_len", "scale_payload_len"):
             if getattr(enc, name) < 0:
                 raise CorruptEncodedKVError(f"{name} = {getattr(enc, name)} is negative")

@@ -143,8 +143,8 @@ def _float32_tensor(values: list[float]) -> torch.Tensor:
 def _tensor_scale(v: torch.Tensor, qmax: float) -> float:
     """Q-SCALE of one group, in Python floats. amax is exact in float32 for the dtypes of
     _SCALAR_SCALE_DTYPES, and amax / qmax rounded once to float32 (by the caller's
-    ``torch.tensor``) is the float32 quotient: a double carries more than 2 x 24 + 2 bits,
-    so rounding its quotient again is exact."""
+    ``_float32_tensor``) is the float32 quotient: a double carries more than 2 x 24 + 2
+    bits, so rounding its quotient again is exact."""
     if v.numel() == 0:
         return ZERO_SCALE_SENTINEL
     lo_t, hi_t = torch.aminmax(v)
