@@ -25,6 +25,7 @@ from reference_impl.kv_codec import (
     deserialize_header,
     serialize_header,
 )
+from reference_impl.kv_codec.header import check_consistency
 
 CODEC = AsymK16V8Codec()
 
@@ -302,3 +303,38 @@ def test_a_recently_parsed_hash_section_with_one_byte_changed_is_read_afresh() -
     assert deserialize_header(changed).hashes.model_id == "model-b"
     cut = bytes(blob).index(b"model-a") + 3
     corrupt(blob[:cut], "truncated|declares")
+
+
+@pytest.mark.parametrize(
+    ("name", "bad"),
+    [
+        ("k_dtype", torch.float32),  # K now holds half as many elements as V
+        ("layer_id", -2),
+        ("chunk_size", 0),
+        ("page_size", 3),
+        ("kv_head_count", 3),
+        ("head_dim", 0),
+        ("scale_shape", (2, 3)),
+        ("k_payload_len", 6),
+        ("v_payload_len", 7),
+        ("scale_payload_len", 5),
+        ("scale_scope", ScaleScope.PER_TENSOR),
+        ("scale_dtype", torch.float16),
+    ],
+)
+def test_a_field_changed_after_a_successful_check_is_checked_again(name: str, bad: object) -> None:
+    """Consistent field sets are remembered; changing any field must not reuse that verdict."""
+    enc = deserialize_header(paged_blob())
+    check_consistency(enc)  # remembered as consistent
+    setattr(enc, name, bad)
+    with pytest.raises(CorruptEncodedKVError):
+        check_consistency(enc)
+
+
+def test_a_list_scale_shape_is_checked_like_a_tuple() -> None:
+    enc = deserialize_header(paged_blob())
+    enc.scale_shape = list(enc.scale_shape)  # type: ignore[assignment]
+    check_consistency(enc)
+    enc.scale_shape = [enc.scale_shape[0], 5]  # type: ignore[assignment]
+    with pytest.raises(CorruptEncodedKVError):
+        check_consistency(enc)

@@ -315,11 +315,53 @@ def _check_dims(enc: EncodedKV) -> None:
                 raise CorruptEncodedKVError(f"{name} = {v}: must be -1 (unset) or positive")
 
 
+# Field sets already found consistent. The checks read nothing else, so a set seen before
+# needs no second look: parse checks, then decode checks again, the same fields.
+_CONSISTENT: dict[tuple[Any, ...], None] = {}
+_CONSISTENT_LIMIT = 256
+
+
 def check_consistency(enc: EncodedKV) -> None:
     """The redundant fields agree (KV-LEN-*, KV-SCALE-SHAPE, KV-GEOMETRY).
 
     Raises CorruptEncodedKVError for the first disagreement found.
     """
+    try:
+        key = _fields_key(enc)
+        known = key in _CONSISTENT
+    except TypeError:  # a field of the wrong type: check it, remember nothing
+        _check_fields(enc)
+        return
+    if known:
+        return
+    _check_fields(enc)
+    if len(_CONSISTENT) >= _CONSISTENT_LIMIT:
+        _CONSISTENT.clear()
+    _CONSISTENT[key] = None
+
+
+def _fields_key(enc: EncodedKV) -> tuple[Any, ...]:
+    """Every field check_consistency reads."""
+    return (
+        enc.k_dtype,
+        enc.v_dtype,
+        enc.scale_dtype,
+        enc.scale_scope,
+        enc.layer_id,
+        enc.chunk_id,
+        enc.chunk_size,
+        enc.page_size,
+        enc.kv_head_count,
+        enc.head_dim,
+        tuple(enc.scale_shape),
+        enc.k_payload_len,
+        enc.v_payload_len,
+        enc.scale_payload_len,
+    )
+
+
+def _check_fields(enc: EncodedKV) -> None:
+    """check_consistency's checks, in order."""
     _check_dims(enc)
     shape = enc.scale_shape
     if shape and min(shape) < 0:
