@@ -3,6 +3,7 @@ the reference's, and a sanitizer build that survives mutated inputs."""
 
 from __future__ import annotations
 
+import multiprocessing
 import random
 import shutil
 import subprocess
@@ -70,6 +71,24 @@ def test_build_is_strict_and_cached(binary: Path) -> None:
     mtime = binary.stat().st_mtime_ns
     assert build_testee() == binary
     assert binary.stat().st_mtime_ns == mtime
+
+
+def _build_in(build_dir: str) -> int:
+    """In a forked process: build into ``build_dir``; the binary's mtime."""
+    from conformance.testees.c import build
+
+    build.BUILD_DIR = Path(build_dir)
+    return build.build_testee().stat().st_mtime_ns
+
+
+def test_workers_that_all_find_the_binary_missing_build_it_once(tmp_path: Path) -> None:
+    """pytest-xdist workers share the build folder: three processes asking for a build at
+    the same moment must compile once (a second compile would replace the binary)."""
+    _need_cc()
+    context = multiprocessing.get_context("fork")
+    with context.Pool(3) as pool:
+        mtimes = pool.map(_build_in, [str(tmp_path / "build")] * 3)
+    assert len(set(mtimes)) == 1
 
 
 def test_strict_flags_turn_a_warning_into_an_error(tmp_path: Path) -> None:

@@ -3,7 +3,8 @@
 The binary is cached under a name derived from the SHA-256 of the sources, the flags and the
 compiler's version, so an unchanged tree is built once and a changed one is rebuilt. Builds are
 written to a temporary name and renamed into place, so parallel test workers never see a
-half-written binary.
+half-written binary, and one build runs at a time under a lock on the build folder, so workers
+that all find the binary missing build it once.
 
 Command line: ``python -m conformance.testees.c [--sanitize]`` prints the binary's path.
 """
@@ -11,6 +12,8 @@ Command line: ``python -m conformance.testees.c [--sanitize]`` prints the binary
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import functools
 import hashlib
 import os
@@ -18,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 SOURCE_DIR = Path(__file__).resolve().parent
@@ -103,20 +107,39 @@ def build_testee(sanitize: bool = False) -> Path:
     build_flags = flags(sanitize)
     tag = "asan-ubsan" if sanitize else "release"
     target = BUILD_DIR / f"{tag}-{_cache_key(cc, build_flags)}" / BINARY_NAME
-    if target.is_file() and os.access(target, os.X_OK):
+    if _built(target):
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=BINARY_NAME + ".", dir=target.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        _compile(cc, build_flags, tmp)
-        tmp.chmod(0o755)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-    _prune(tag, keep=target.parent)
+    with _build_lock():
+        if _built(target):  # another process built it while this one waited
+            return target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=BINARY_NAME + ".", dir=target.parent)
+        os.close(fd)
+        tmp = Path(tmp_name)
+        try:
+            _compile(cc, build_flags, tmp)
+            tmp.chmod(0o755)
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
+        _prune(tag, keep=target.parent)
     return target
+
+
+def _built(target: Path) -> bool:
+    return target.is_file() and os.access(target, os.X_OK)
+
+
+@contextlib.contextmanager
+def _build_lock() -> Iterator[None]:
+    """An exclusive lock on the build folder, held across processes (pytest-xdist workers)."""
+    BUILD_DIR.mkdir(parents=True, exist_ok=True)
+    with open(BUILD_DIR / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _prune(tag: str, keep: Path) -> None:
