@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 SOURCE_DIR = Path(__file__).resolve().parent
@@ -85,8 +85,7 @@ def _cache_key(cc: str, build_flags: list[str]) -> str:
     return h.hexdigest()[:16]
 
 
-def _compile(cc: str, build_flags: list[str], output: Path) -> None:
-    c_files = [str(p) for p in sources() if p.suffix == ".c"]
+def _compile(cc: str, build_flags: list[str], output: Path, c_files: list[str]) -> None:
     cmd = [cc, *build_flags, "-o", str(output), *c_files]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
@@ -107,17 +106,24 @@ def build_testee(sanitize: bool = False) -> Path:
     build_flags = flags(sanitize)
     tag = "asan-ubsan" if sanitize else "release"
     target = BUILD_DIR / f"{tag}-{_cache_key(cc, build_flags)}" / BINARY_NAME
+    c_files = [str(p) for p in sources() if p.suffix == ".c"]
+    return _build_once(target, lambda out: _compile(cc, build_flags, out, c_files), tag)
+
+
+def _build_once(target: Path, compile_to: Callable[[Path], None], tag: str) -> Path:
+    """``target``, unless it exists, made by ``compile_to`` into a temporary file renamed
+    into place, under the build lock; then older builds of ``tag`` are removed."""
     if _built(target):
         return target
     with _build_lock():
         if _built(target):  # another process built it while this one waited
             return target
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=BINARY_NAME + ".", dir=target.parent)
+        fd, tmp_name = tempfile.mkstemp(prefix=target.name + ".", dir=target.parent)
         os.close(fd)
         tmp = Path(tmp_name)
         try:
-            _compile(cc, build_flags, tmp)
+            compile_to(tmp)
             tmp.chmod(0o755)
             os.replace(tmp, target)
         finally:
@@ -200,16 +206,9 @@ def build_libfuzzer() -> Path:
     build_flags = [*STRICT_FLAGS, *LIBFUZZER_FLAGS]
     h = hashlib.sha256(_cache_key(cc, build_flags).encode() + LIBFUZZER_HARNESS.read_bytes())
     target = BUILD_DIR / f"libfuzzer-{h.hexdigest()[:16]}" / LIBFUZZER_NAME
-    if target.is_file() and os.access(target, os.X_OK):
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    c_files = [str(p) for p in sources() if p.suffix == ".c" and p.name != "lk_testee.c"]
-    cmd = [cc, *build_flags, "-o", str(target), str(LIBFUZZER_HARNESS), *c_files]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    if out.returncode != 0:
-        raise BuildError(f"{' '.join(cmd)} failed:\n{out.stdout}{out.stderr}")
-    _prune("libfuzzer", keep=target.parent)
-    return target
+    c_files = [str(LIBFUZZER_HARNESS)]
+    c_files += [str(p) for p in sources() if p.suffix == ".c" and p.name != "lk_testee.c"]
+    return _build_once(target, lambda out: _compile(cc, build_flags, out, c_files), "libfuzzer")
 
 
 def sanitizer_env() -> dict[str, str]:
