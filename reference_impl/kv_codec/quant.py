@@ -296,11 +296,9 @@ def _whole(
     arith: Callable[..., torch.Tensor],
     clamp: float | None,
 ) -> None:
-    """_blockwise off the CPU: the same operations on the whole tensor at once."""
-    t = arith(src.to(torch.float32) if src.dtype in FP8_DTYPES else src, scale)
-    if clamp is not None:
-        t.clamp_(-clamp, clamp)
-    out.copy_(t)
+    """_blockwise off the CPU: one block, the whole tensor, through a float32 tensor there."""
+    tmp = torch.empty(src.shape, dtype=torch.float32, device=src.device)
+    _block(src, scale, out, tmp, arith, clamp, src.dtype in FP8_DTYPES)
 
 
 def quantize_v_fp8(
