@@ -1,11 +1,12 @@
-"""Registers the conformance plugin and the fixtures tests use (see plugin.py)."""
+"""Registers the conformance plugin and the fixtures tests use (see runner/plugin.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from conformance.drivers import Driver
-from conformance.plugin import PLUGIN_NAME, ConformancePlugin, add_options, get_plugin
+from conformance.runner.options import add_options
+from conformance.runner.plugin import PLUGIN_NAME, ConformancePlugin, get_plugin
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

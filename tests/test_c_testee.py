@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 
-from conformance import wire
+from conformance.core import wire
+from conformance.core.error_names import CODEC_ERRORS, FAMILIES
+from conformance.core.golden_vectors import golden_file, vectors
 from conformance.drivers.base import OPERATIONS
 from conformance.drivers.python_driver import PythonDriver, load_package
-from conformance.errors import CODEC_ERRORS, FAMILIES
+from conformance.fuzz.decoders import TARGETS
 from conformance.fuzz.differential import StdioTestee, as_sent, compare
 from conformance.fuzz.mutate import Plan, expand
-from conformance.fuzz.targets import TARGETS
 from conformance.testees.c.build import (
     STRICT_FLAGS,
     BuildError,
@@ -29,7 +30,6 @@ from conformance.testees.c.build import (
     sanitizer_env,
     sanitizers_available,
 )
-from conformance.vectors import golden_file, vectors
 
 #: Every canonical error name of TESTEE.md: the codec's three and both families' members.
 ERROR_NAMES = set(CODEC_ERRORS).union(*FAMILIES.values())

@@ -20,8 +20,8 @@ from conformance.drivers.python_driver import load_package
 from conformance.fuzz import mutate
 from conformance.fuzz.campaign import Campaign
 from conformance.fuzz.checks import Limits
+from conformance.fuzz.decoders import TARGETS, RoundTripError, Target
 from conformance.fuzz.differential import Differential
-from conformance.fuzz.targets import TARGETS, RoundTripError, Target
 from conformance.testees.c.build import build_testee, compiler
 
 REPO = Path(__file__).resolve().parents[1]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from conformance.run import run_suite
+from conformance.runner.subprocess_suite import run_suite
 
 PY = sys.executable
 SELECTION = "kv-crc or proto-client-0 or key-kv-rank or key-fs-write or enc-per_page_head-f16-nhd"

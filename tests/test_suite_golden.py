@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.rules import RULES
+from conformance.core.rules import RULES
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "golden_blobs"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.run import SuiteRun, run_suite
+from conformance.runner.subprocess_suite import SuiteRun, run_suite
 
 MUTANTS_DIR = Path(__file__).resolve().parent / "mutants"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from types import SimpleNamespace
 
-from conformance.drivers import load_driver
-from conformance.matrix import matrix_cases, matrix_checks
-from conformance.plugin import OUTCOMES, ConformancePlugin
-from conformance.run import run_suite
+from conformance.runner.impl_specs import load_driver
+from conformance.runner.plugin import OUTCOMES, ConformancePlugin
+from conformance.runner.subprocess_suite import run_suite
+from conformance.suite.matrix import matrix_cases, matrix_checks
 
 SELECTION = "enc-per_tensor-f16-nhd-2x4x2x8 or key-kv-rank or proto-server-00"
 

@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from conformance.rules import MUST, RULES, SHOULD
+from conformance.core.rules import MUST, RULES, SHOULD
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = REPO / "reference_impl" / "SPEC.md"

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.drivers.base import OPERATIONS
-from conformance.wire import (
+from conformance.core.wire import (
     FIELD_TYPES,
     WireError,
     dumps_line,
@@ -15,6 +14,7 @@ from conformance.wire import (
     loads_line,
     to_manifest,
 )
+from conformance.drivers.base import OPERATIONS
 
 TESTEE_MD = Path(__file__).resolve().parents[1] / "conformance" / "TESTEE.md"
 

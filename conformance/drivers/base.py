@@ -12,39 +12,6 @@ import abc
 from dataclasses import dataclass, field
 from typing import Any
 
-#: Every operation of the protocol, which is also its capability name. Three are flags on
-#: another operation (TESTEE.md, "hello"): codec.hash_gate (codec.parse honours expect_*),
-#: codec.dequant (codec.decode honours out_v_dtype), codec.encode_scales (codec.encode
-#: honours v_scales).
-OPERATIONS: tuple[str, ...] = (
-    "codec.parse",
-    "codec.hash_gate",
-    "codec.decode",
-    "codec.dequant",
-    "codec.encode",
-    "codec.encode_scales",
-    "proto.client.write",
-    "proto.client.read",
-    "proto.server.write",
-    "proto.server.read",
-    "proto.remote.write",
-    "proto.remote.read",
-    "key.cache.write",
-    "key.cache.read",
-    "key.object.new",
-    "key.kv_rank",
-    "key.encoded.write",
-    "key.encoded.read",
-    "key.fs.write",
-    "key.fs.read",
-    "key.s3.write",
-    "key.s3.read",
-    "key.ipc",
-)
-
-#: Prefix of an error that is not one of the canonical names (TESTEE.md, "Errors").
-RAW_PREFIX = "raw:"
-
 
 class DriverError(RuntimeError):
     """The driver itself failed (the testee crashed, hung, or broke the protocol)."""

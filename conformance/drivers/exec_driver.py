@@ -19,8 +19,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conformance.drivers.base import OPERATIONS, RAW_PREFIX, Driver, DriverError, ImplInfo
-from conformance.wire import PROTOCOL_VERSION, WireError, dumps_line, loads_line
+from conformance.core.error_names import RAW_PREFIX
+from conformance.core.operations import CAPABILITIES
+from conformance.core.wire import PROTOCOL_VERSION, WireError, dumps_line, loads_line
+from conformance.drivers.base import Driver, DriverError, ImplInfo
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_S = float(os.environ.get("LMCKV_TESTEE_TIMEOUT", "20"))
@@ -52,7 +54,7 @@ class ExecDriver(Driver):
             hello = self._start()
         except _Failure as exc:
             raise DriverError(f"exec:{command}: no valid hello: {exc}") from exc
-        caps = [c for c in hello.get("capabilities") or [] if c in OPERATIONS]
+        caps = [c for c in hello.get("capabilities") or [] if c in CAPABILITIES]
         name = hello.get("name")
         if not isinstance(name, str) or not name or not name.replace("-", "").isalnum():
             raise DriverError(f"exec:{command}: hello needs a name of letters, digits and '-'")

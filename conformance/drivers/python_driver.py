@@ -21,13 +21,19 @@ from typing import Any
 
 import torch
 
-from conformance.drivers.base import OPERATIONS, RAW_PREFIX, Driver, ImplInfo
-from conformance.errors import op_family
-from conformance.golden.blob_layout import HASH_KEYS
+from conformance.core.blob_model import HASH_KEYS
+from conformance.core.dtype_names import DtypeNameError, dtype_from_name, dtype_name
+from conformance.core.error_names import RAW_PREFIX, op_family
+from conformance.core.operations import CAPABILITY_FLAGS, OPERATIONS
+from conformance.core.tensor_bytes import tensor_bytes, tensor_from_bytes
+from conformance.drivers.base import Driver, ImplInfo
 
+#: How the Python API names a CacheEngineKey tag in ``request_configs`` (upstream's
+#: convention, which the reference follows); the key string carries the name without it.
 TAG_PREFIX = "lmcache.tag."
 _CODEC_NAMES = ("AsymK16V8Codec", "CodecHashes", "ScaleScope")
-#: Operation prefix -> (module, public names the operation needs); longest prefix wins.
+#: Operation or capability flag prefix -> (module, public names it needs); longest prefix
+#: wins.
 REQUIRED_NAMES: dict[str, tuple[str, tuple[str, ...]]] = {
     "codec.": ("kv_codec", _CODEC_NAMES),
     "codec.encode_scales": ("kv_codec", (*_CODEC_NAMES, "quantize_v_fp8")),
@@ -42,58 +48,6 @@ REQUIRED_NAMES: dict[str, tuple[str, tuple[str, ...]]] = {
     "key.s3.": ("keys", ("ObjectKey", "object_key_to_string", "string_to_object_key")),
     "key.ipc": ("keys", ("ipc_key_to_object_keys",)),
 }
-
-
-#: The dtype names of TESTEE.md ("Field types"); torch's aliases (``half``, ``float``,
-#: ``long``, ...) are not among them, so no implementation is asked to accept those.
-DTYPE_NAMES = (
-    "float16",
-    "bfloat16",
-    "float32",
-    "float64",
-    "uint8",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "bool",
-    "float8_e4m3fn",
-    "float8_e5m2",
-)
-
-
-class DtypeNameError(ValueError):
-    """A request names a dtype outside :data:`DTYPE_NAMES`; the driver refuses it with the
-    operation's error (TESTEE.md, "Field types")."""
-
-
-def dtype_from_name(name: str | None) -> torch.dtype | None:
-    """``"float16"`` -> ``torch.float16``; ``None`` stays ``None``; a name outside
-    :data:`DTYPE_NAMES` raises ValueError."""
-    if name is None:
-        return None
-    if name not in DTYPE_NAMES:
-        raise DtypeNameError(f"not a dtype name of TESTEE.md: {name!r}")
-    dtype: torch.dtype = getattr(torch, name)
-    return dtype
-
-
-def dtype_name(dtype: torch.dtype | None) -> str | None:
-    """``torch.float16`` -> ``"float16"``."""
-    return None if dtype is None else str(dtype).removeprefix("torch.")
-
-
-def tensor_bytes(t: torch.Tensor) -> bytes:
-    """The tensor's elements as contiguous little-endian bytes (CPU)."""
-    flat = t.detach().to("cpu").contiguous().reshape(-1)
-    return flat.view(torch.uint8).numpy().tobytes()
-
-
-def tensor_from_bytes(data: bytes, dtype: torch.dtype, shape: list[int]) -> torch.Tensor:
-    """Inverse of :func:`tensor_bytes`."""
-    if not data:
-        return torch.empty(shape, dtype=dtype)
-    return torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape).clone()
 
 
 #: Headroom of a key operation's address space: key operations handle a few short names,
@@ -190,9 +144,9 @@ class PythonDriver(Driver):
     # -- plumbing -------------------------------------------------------------------------
 
     def _probe_capabilities(self) -> list[str]:
-        """Every operation whose public names the three modules provide."""
+        """Every operation and flag whose public names the three modules provide."""
         caps = []
-        for op in OPERATIONS:
+        for op in (*OPERATIONS, *CAPABILITY_FLAGS):
             prefix = max((p for p in REQUIRED_NAMES if op.startswith(p)), key=len)
             module_name, names = REQUIRED_NAMES[prefix]
             module = getattr(self, module_name)
@@ -225,9 +179,9 @@ class PythonDriver(Driver):
         return f"{RAW_PREFIX}{type(exc).__module__}.{type(exc).__qualname__}"
 
     def call(self, op: str, **fields: Any) -> dict[str, Any]:
-        if op not in self.info.capabilities or op in ("codec.hash_gate", "codec.dequant"):
+        method = self._operations().get(op)
+        if method is None or op not in self.info.capabilities:
             return {"ok": False, "error": "UnsupportedOperation", "message": op}
-        method = getattr(self, "op_" + op.replace(".", "_"))
         guard = (
             _address_space_cap(KEY_OP_ADDRESS_SPACE)
             if op.startswith("key.")
@@ -239,6 +193,31 @@ class PythonDriver(Driver):
         except Exception as exc:
             return {"ok": False, "error": self.classify(exc, op), "message": str(exc)[:500]}
         return {"ok": True, **result}
+
+    def _operations(self) -> dict[str, Callable[..., dict[str, Any]]]:
+        """Operation name -> the method that runs it (TESTEE.md, "Operations")."""
+        return {
+            "codec.parse": self.op_codec_parse,
+            "codec.decode": self.op_codec_decode,
+            "codec.encode": self.op_codec_encode,
+            "proto.client.write": self.op_proto_client_write,
+            "proto.client.read": self.op_proto_client_read,
+            "proto.server.write": self.op_proto_server_write,
+            "proto.server.read": self.op_proto_server_read,
+            "proto.remote.write": self.op_proto_remote_write,
+            "proto.remote.read": self.op_proto_remote_read,
+            "key.cache.write": self.op_key_cache_write,
+            "key.cache.read": self.op_key_cache_read,
+            "key.object.new": self.op_key_object_new,
+            "key.kv_rank": self.op_key_kv_rank,
+            "key.encoded.write": self.op_key_encoded_write,
+            "key.encoded.read": self.op_key_encoded_read,
+            "key.fs.write": self.op_key_fs_write,
+            "key.fs.read": self.op_key_fs_read,
+            "key.s3.write": self.op_key_s3_write,
+            "key.s3.read": self.op_key_s3_read,
+            "key.ipc": self.op_key_ipc,
+        }
 
     # -- codec ----------------------------------------------------------------------------
 
@@ -344,9 +323,6 @@ class PythonDriver(Driver):
         return {"blob": bytes(codec.to_bytes(enc))}
 
     # -- protocol -------------------------------------------------------------------------
-
-    def _location(self, location: str | None) -> str | None:
-        return location
 
     def op_proto_client_write(
         self,

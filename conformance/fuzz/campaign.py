@@ -9,9 +9,9 @@ from typing import Any
 
 from conformance.drivers.python_driver import load_package
 from conformance.fuzz.checks import Checker, Limits
+from conformance.fuzz.decoders import Target
 from conformance.fuzz.differential import Differential
 from conformance.fuzz.findings import Failure, Findings
-from conformance.fuzz.targets import Target
 
 
 class Campaign:

@@ -115,7 +115,7 @@ def _run_job(job: Job, args: argparse.Namespace, binary: Path | None, sanitized:
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    from conformance.fuzz.targets import TARGETS
+    from conformance.fuzz.decoders import TARGETS
 
     parser = argparse.ArgumentParser(
         prog="python -m conformance.fuzz", description=__doc__.splitlines()[0]
@@ -155,7 +155,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _plan(args: argparse.Namespace) -> list[Job]:
-    from conformance.fuzz.targets import TARGETS
+    from conformance.fuzz.decoders import TARGETS
 
     selected = args.target or [*TARGETS, native.NAME]
     engines = args.engine or list(ENGINES)
@@ -279,4 +279,3 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
     )
     return 1 if any(e["failures"] for e in summary["targets"].values()) else 0
-

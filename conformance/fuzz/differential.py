@@ -16,9 +16,9 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from conformance import wire
-from conformance.drivers.base import RAW_PREFIX, Driver
-from conformance.errors import family_of, op_family
+from conformance.core import wire
+from conformance.core.error_names import RAW_PREFIX, family_of, op_family
+from conformance.drivers.base import Driver
 
 #: Error names of the suite's driver for a text that is not JSON (key.encoded.read): the
 #: driver parses the text before the reference sees it, so these are plain rejections.

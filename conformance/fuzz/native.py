@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conformance.fuzz.targets import TARGETS
+from conformance.fuzz.decoders import TARGETS
 
 NAME = "c.decoders"
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from conformance.vectors import GOLDEN_DIR, golden_file
+from conformance.core.golden_vectors import GOLDEN_DIR, golden_file
 
 #: Seeds larger than this are left out: the fuzzers mutate small inputs quickly.
 MAX_SEED_BYTES = 8192

@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             import reference_impl.protocol  # noqa: F401
     from conformance.fuzz.campaign import Campaign
     from conformance.fuzz.checks import Limits
-    from conformance.fuzz.targets import TARGETS
+    from conformance.fuzz.decoders import TARGETS
     from conformance.testees.c.build import sanitizer_env
 
     campaign = Campaign(

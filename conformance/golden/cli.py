@@ -61,4 +61,3 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(files)} files / {total} bytes in total ({time.monotonic() - start:.1f} s)"
     )
     return 0
-

@@ -2,7 +2,7 @@
 
 They start from a valid blob (``base``: PER_PAGE_HEAD, float16, [2, 4, 2, 8]; ``hashes``:
 the same with all six hash strings set) and change it through the independent header model
-in :mod:`conformance.golden.blob_layout`. Because the CRC covers the payload only, most
+in :mod:`conformance.core.blob_model`. Because the CRC covers the payload only, most
 header edits keep a valid CRC: exactly the corruption a reader must catch by checking the
 redundant fields.
 """
@@ -14,7 +14,8 @@ import struct
 import zlib
 from collections.abc import Callable
 
-from conformance.golden import blob_layout as bl
+from conformance.core import blob_model as bl
+from conformance.core.digests import crc32c
 from conformance.golden.codec_builder import (
     CORRUPT,
     INT64_MAX,
@@ -426,7 +427,7 @@ def crc_variants(cv: CodecVectors, base: bytes) -> None:
         (
             "kv-crc-crc32c",
             "the CRC field holds CRC-32C (Castagnoli) of the payload",
-            with_crc(bl.crc32c(payload)),
+            with_crc(crc32c(payload)),
             ["crc32c"],
         ),
         (

@@ -21,15 +21,12 @@ from typing import Any
 
 import torch
 
+from conformance.core import blob_model as bl
+from conformance.core.digests import sha256
+from conformance.core.dtype_names import dtype_name
+from conformance.core.tensor_bytes import tensor_bytes
 from conformance.drivers.python_driver import PythonDriver
-from conformance.golden import blob_layout as bl
-from conformance.golden.common import (
-    FileSet,
-    GenerationError,
-    dtype_name,
-    sha256,
-    tensor_bytes,
-)
+from conformance.golden.common import FileSet, GenerationError
 
 PER_TENSOR, PER_LAYER_HEAD, PER_PAGE_HEAD, EXTERNAL = 0, 1, 2, 3
 SCOPE_NAMES = {0: "per_tensor", 1: "per_layer_head", 2: "per_page_head", 3: "external"}

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from conformance.core.dtype_names import dtype_name
 from conformance.golden.codec_builder import (
     EXTERNAL,
     INT64_MAX,
@@ -24,13 +25,7 @@ from conformance.golden.codec_builder import (
     EncodeSpec,
     Layout,
 )
-from conformance.golden.common import (
-    SplitMix64,
-    bits_to_tensor,
-    dtype_name,
-    exact_values,
-    random_tensor,
-)
+from conformance.golden.common import SplitMix64, bits_to_tensor, exact_values, random_tensor
 
 
 def _kv(

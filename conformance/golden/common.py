@@ -7,7 +7,6 @@ out on every machine and every torch version.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,10 +28,6 @@ class SplitMix64:
         z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
         z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
         return z ^ (z >> 31)
-
-    def below(self, n: int) -> int:
-        """An integer in [0, n) (n is small, the modulo bias is irrelevant here)."""
-        return self.next() % n
 
 
 #: (exponent bias, mantissa bits) of the 16-bit float formats.
@@ -75,19 +70,6 @@ def random_tensor(
     return bits_to_tensor(
         exact_values(SplitMix64(seed), count, dtype, exp_lo, exp_hi), dtype, shape
     )
-
-
-def tensor_bytes(t: torch.Tensor) -> bytes:
-    """C-order little-endian bytes of a CPU tensor."""
-    return t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def dtype_name(dtype: torch.dtype | None) -> str | None:
-    return None if dtype is None else str(dtype).removeprefix("torch.")
 
 
 class GenerationError(RuntimeError):

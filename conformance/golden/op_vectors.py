@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from conformance.core.digests import sha256
+from conformance.core.error_names import family_of
+from conformance.core.wire import to_manifest
 from conformance.drivers.python_driver import PythonDriver
-from conformance.errors import family_of
-from conformance.golden.common import FileSet, GenerationError, sha256
-from conformance.wire import to_manifest
+from conformance.golden.common import FileSet, GenerationError
 
 #: Request and result fields stored as files rather than inline.
 FILE_FIELDS = ("msg",)

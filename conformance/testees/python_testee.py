@@ -14,12 +14,15 @@ import argparse
 import sys
 from typing import Any
 
-from conformance.drivers import load_driver
-from conformance.wire import PROTOCOL_VERSION, WireError, dumps_line, loads_line
+from conformance.core.wire import PROTOCOL_VERSION, WireError, dumps_line, loads_line
+from conformance.drivers.in_process import load_in_process
 
 
 def serve(spec: str, only: list[str] | None) -> int:
-    driver = load_driver(spec)
+    driver = load_in_process(spec)
+    if driver is None:
+        print(f"not an in-process implementation: {spec!r}", file=sys.stderr)
+        return 2
     caps = [c for c in driver.info.capabilities if only is None or c in only]
     for raw in sys.stdin:
         try:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from conformance.core.blob_model import HASH_KEYS
+from conformance.core.golden_vectors import golden_file, vectors
 from conformance.drivers.base import Driver
-from conformance.golden.blob_layout import HASH_KEYS
-from conformance.vectors import golden_file, vectors
 
 ENCODE_FIELDS = (
     "dtype",
@@ -102,7 +101,3 @@ def sections(blob: bytes, golden_header: dict[str, Any]) -> Sections:
         v=payload[k_len : k_len + v_len],
         scales=payload[k_len + v_len :],
     )
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()

@@ -409,4 +409,4 @@ def rule(rule_id: str) -> Rule:
     try:
         return RULES[rule_id]
     except KeyError:
-        raise KeyError(f"rule {rule_id!r} is not in conformance/rules.py") from None
+        raise KeyError(f"rule {rule_id!r} is not in conformance/core/rules.py") from None

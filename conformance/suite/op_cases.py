@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from conformance.checks import expect_error, expect_fields, expect_ok, require
+from conformance.core.golden_vectors import golden_file
+from conformance.core.wire import from_manifest
 from conformance.drivers.base import Driver
-from conformance.vectors import golden_file
-from conformance.wire import from_manifest
+from conformance.suite.verdicts import expect_error, expect_fields, expect_ok, require
 
 
 def _load(fields: dict[str, Any]) -> dict[str, Any]:

@@ -8,8 +8,9 @@ cannot silently become a golden vector.
 from __future__ import annotations
 
 import struct
-import zlib
 from dataclasses import dataclass, field
+
+from conformance.core.digests import crc32
 
 MAGIC = b"LMCKV\x01\x00\x01"
 HASH_KEYS = (
@@ -107,7 +108,7 @@ def pack(h: Header, payload: bytes) -> bytes:
     out += struct.pack(e + "H", count)
     for key, value in h.hash_pairs:
         out += struct.pack(e + "H", len(key)) + key + struct.pack(e + "H", len(value)) + value
-    crc = zlib.crc32(payload) & 0xFFFFFFFF if h.crc is None else h.crc
+    crc = crc32(payload) if h.crc is None else h.crc
     out += struct.pack(e + "I", crc)
     return bytes(out) + payload
 
@@ -149,18 +150,7 @@ def parse(blob: bytes) -> Parsed:
     if end != len(blob):
         raise ValueError(f"blob is {len(blob)} bytes, header says {end}")
     payload = blob[off:end]
-    if zlib.crc32(payload) & 0xFFFFFFFF != h.crc:
+    if crc32(payload) != h.crc:
         raise ValueError("CRC mismatch in a blob the generator expected to be valid")
     h.crc = None
     return Parsed(h, offsets, off, payload)
-
-
-def crc32c(data: bytes) -> int:
-    """CRC-32C (Castagnoli), bitwise: the variant the upstream comment names but does not
-    write; used to build the 'CRC-32C instead of CRC-32' vector."""
-    crc = 0xFFFFFFFF
-    for byte in data:
-        crc ^= byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF

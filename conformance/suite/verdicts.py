@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 import torch
 
-from conformance.drivers.base import RAW_PREFIX, Driver
-from conformance.errors import matches
+from conformance.core.error_names import RAW_PREFIX, matches
+from conformance.drivers.base import Driver
 
 
 def require(impl: Driver, *capabilities: str) -> None:

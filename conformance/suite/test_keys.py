@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
+from conformance.core.golden_vectors import vectors
 from conformance.drivers.base import Driver
-from conformance.op_cases import run_vector
-from conformance.vectors import params, vectors
+from conformance.suite.op_cases import run_vector
+from conformance.suite.params import params
 
 
 @pytest.mark.parametrize("vector", params(vectors("keys")))

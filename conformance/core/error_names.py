@@ -8,6 +8,9 @@ recorded in each vector for information.
 
 from __future__ import annotations
 
+#: Prefix of an error that is not one of the canonical names (TESTEE.md, "Errors").
+RAW_PREFIX = "raw:"
+
 CODEC_ERRORS = ("CorruptEncodedKVError", "CodecMismatchError", "UnsupportedConfigError")
 
 FAMILIES: dict[str, tuple[str, ...]] = {

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance.expectations import EXPECTATIONS_DIR, load
-from conformance.run import run_suite
+from conformance.runner.known_failures import KNOWN_FAILURES_DIR, load
+from conformance.runner.subprocess_suite import run_suite
 
 UPSTREAM_VERSION = "0.5.6"
 
@@ -47,12 +47,12 @@ def test_removing_a_line_fails_the_run(tmp_path: Path) -> None:
     reasons = _upstream_reasons()
     victim = next(line for line in reasons if "*" not in line)
     copy = tmp_path / "expectations"
-    shutil.copytree(EXPECTATIONS_DIR, copy)
+    shutil.copytree(KNOWN_FAILURES_DIR, copy)
     path = copy / f"upstream-{UPSTREAM_VERSION}.txt"
     kept = [ln for ln in path.read_text().splitlines() if not ln.startswith(victim + " ")]
     path.write_text("\n".join(kept) + "\n")
     run = run_suite(
-        ["upstream", "reference"], _node(victim), env={"LMCKV_EXPECTATIONS_DIR": str(copy)}
+        ["upstream", "reference"], _node(victim), env={"LMCKV_KNOWN_FAILURES_DIR": str(copy)}
     )
     assert run.returncode == 1
     assert run.outcomes()[_node(victim)] == "fail"
@@ -61,14 +61,14 @@ def test_removing_a_line_fails_the_run(tmp_path: Path) -> None:
 def test_a_listed_test_that_passes_fails_the_run(tmp_path: Path) -> None:
     short = "test_keys.py::test_keys[reference-key-kv-rank-single]"
     (tmp_path / "reference.txt").write_text(f"{short} pretend it is broken\n")
-    run = run_suite(["reference"], _node(short), env={"LMCKV_EXPECTATIONS_DIR": str(tmp_path)})
+    run = run_suite(["reference"], _node(short), env={"LMCKV_KNOWN_FAILURES_DIR": str(tmp_path)})
     assert run.returncode == 1
     assert run.outcomes()[_node(short)] == "unexpected_pass"
 
 
 def test_a_stale_line_fails_the_run(tmp_path: Path) -> None:
     (tmp_path / "reference.txt").write_text("test_keys.py::test_keys[reference-gone] removed\n")
-    run = run_suite(["reference"], env={"LMCKV_EXPECTATIONS_DIR": str(tmp_path)})
+    run = run_suite(["reference"], env={"LMCKV_KNOWN_FAILURES_DIR": str(tmp_path)})
     assert run.returncode == 1
     assert "stale expectation" in run.output
     assert set(run.outcomes().values()) == {"pass"}
@@ -77,14 +77,14 @@ def test_a_stale_line_fails_the_run(tmp_path: Path) -> None:
 def test_a_line_without_reason_is_an_error(tmp_path: Path) -> None:
     (tmp_path / "reference.txt").write_text("test_keys.py::test_keys[reference-x]\n")
     run = run_suite(
-        ["reference"], "-k", "key-kv-rank-single", env={"LMCKV_EXPECTATIONS_DIR": str(tmp_path)}
+        ["reference"], "-k", "key-kv-rank-single", env={"LMCKV_KNOWN_FAILURES_DIR": str(tmp_path)}
     )
     assert run.returncode != 0
     assert "has no reason" in run.output
 
 
 def test_wildcard_lines_and_the_implementations_a_line_names() -> None:
-    from conformance.expectations import matches, participants
+    from conformance.runner.known_failures import matches, participants
 
     line = "test_matrix.py::test_matrix_payload[upstream-to-*-enc-x]"
     assert matches(line, "test_matrix.py::test_matrix_payload[upstream-to-c-asan-enc-x]")

@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
-from conformance.checks import describe_tensor_diff, expect_ok
-from conformance.codec_cases import encode_cached, sha256
+from conformance.core.digests import sha256
+from conformance.core.dtype_names import dtype_from_name
+from conformance.core.golden_vectors import golden_file
 from conformance.drivers.base import Driver
-from conformance.drivers.python_driver import dtype_from_name
-from conformance.matrix import matrix_cases
-from conformance.vectors import golden_file
+from conformance.suite.codec_cases import encode_cached
+from conformance.suite.matrix import matrix_cases
+from conformance.suite.verdicts import describe_tensor_diff, expect_ok
 
 CASES = matrix_cases()
 

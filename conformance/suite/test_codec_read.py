@@ -7,17 +7,19 @@ from typing import Any
 
 import pytest
 
-from conformance.checks import (
+from conformance.core.digests import sha256
+from conformance.core.dtype_names import dtype_from_name
+from conformance.core.golden_vectors import golden_file
+from conformance.drivers.base import Driver
+from conformance.suite.codec_cases import blob_of, codec_vectors, parse_request
+from conformance.suite.params import params
+from conformance.suite.verdicts import (
     describe_tensor_diff,
     expect_error,
     expect_fields,
     expect_ok,
     require,
 )
-from conformance.codec_cases import blob_of, codec_vectors, parse_request, sha256
-from conformance.drivers.base import Driver
-from conformance.drivers.python_driver import dtype_from_name
-from conformance.vectors import golden_file, params
 
 ALL = [v for v in codec_vectors() if "blob" in v]
 DECODED = [v for v in ALL if "decode" in v]

@@ -10,9 +10,6 @@ and stale expectation lines, and prints the implementation x level table.
 
 from __future__ import annotations
 
-import datetime as dt
-import json
-import subprocess
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -20,54 +17,21 @@ from typing import Any
 
 import pytest
 
-from conformance import expectations as exp
-from conformance.drivers import Driver, DriverError, load_driver
-from conformance.matrix import matrix_cases, matrix_checks, matrix_pairs
-from conformance.rules import RULES, SHOULD
+from conformance.core.rules import RULES, SHOULD
+from conformance.drivers import Driver, DriverError
+from conformance.runner import known_failures as exp
+from conformance.runner.impl_specs import load_driver
+from conformance.runner.results_file import OUTCOMES, utc_now, write_results
+from conformance.runner.terminal_summary import write_summary
+from conformance.suite.matrix import matrix_cases, matrix_checks, matrix_pairs
 
 PLUGIN_NAME = "lmckv-conformance"
-OUTCOMES = ("pass", "fail", "known_failure", "unexpected_pass", "skip")
-REPO = Path(__file__).resolve().parents[1]
-
-
-def add_options(parser: pytest.Parser) -> None:
-    group = parser.getgroup("lmckv conformance")
-    group.addoption(
-        "--impl",
-        action="append",
-        default=[],
-        metavar="SPEC",
-        help="implementation under test (repeatable): reference, upstream, python:PKG, "
-        "exec:CMD (default: reference)",
-    )
-    group.addoption(
-        "--level",
-        choices=["MUST", "SHOULD"],
-        default=None,
-        help="run only the tests of this level",
-    )
-    group.addoption("--results-json", metavar="PATH", help="write the results file here")
-    group.addoption(
-        "--draft-expectations",
-        metavar="DIR",
-        help="write <impl>.txt drafts listing every failing test with its failure message",
-    )
 
 
 def get_plugin(config: pytest.Config) -> ConformancePlugin:
     plugin = config.pluginmanager.get_plugin(PLUGIN_NAME)
     assert isinstance(plugin, ConformancePlugin)
     return plugin
-
-
-def _git_commit() -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
 
 
 def _reason(report: pytest.TestReport) -> str | None:
@@ -89,7 +53,7 @@ class ConformancePlugin:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.started = time.monotonic()
-        self.started_utc = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        self.started_utc = utc_now()
         self.is_worker = hasattr(config, "workerinput")
         specs = config.getoption("impl") or ["reference"]
         self.drivers: dict[str, Driver] = {}
@@ -309,30 +273,15 @@ class ConformancePlugin:
             self._write_drafts(Path(draft))
 
     def _write_results(self, path: Path) -> None:
-        data = {
-            "schema_version": 1,
-            "started_utc": self.started_utc,
-            "wall_s": round(time.monotonic() - self.started, 3),
-            "git_commit": _git_commit(),
-            "impls": [
-                {
-                    "name": d.info.name,
-                    "kind": d.info.kind,
-                    "version": d.info.version,
-                    "capabilities": list(d.info.capabilities),
-                }
-                for d in self.drivers.values()
-            ],
-            "rules": [
-                {"id": r.id, "level": r.level, "spec_anchor": r.spec_anchor, "summary": r.summary}
-                for r in RULES.values()
-            ],
-            "tests": sorted(self.records.values(), key=lambda r: r["id"]),
-            "summary": self._summary(),
-            "matrix": self.matrix,
-        }
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        write_results(
+            path,
+            started_utc=self.started_utc,
+            wall_s=time.monotonic() - self.started,
+            impls=[d.info for d in self.drivers.values()],
+            tests=list(self.records.values()),
+            summary=self._summary(),
+            matrix=self.matrix,
+        )
 
     def _write_drafts(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
@@ -348,25 +297,13 @@ class ConformancePlugin:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.is_worker or not self.records:
             return
-        tr = terminalreporter
-        tr.section("lmckv conformance")
-        header = f"{'impl':<16}{'level':<8}" + "".join(f"{o:>17}" for o in OUTCOMES)
-        tr.write_line(header)
-        for row in self._summary():
-            cells = "".join(f"{row[o]:>17}" for o in OUTCOMES)
-            tr.write_line(f"{row['impl']:<16}{row['level']:<8}{cells}")
-        for row in self.matrix:
-            tr.write_line(
-                f"matrix {row['producer']} -> {row['consumer']}: {row['cases']} checks, "
-                f"{row['pass']} pass, {row['fail']} fail, {row['known_failure']} known failures"
-            )
-        if self.narrowed:
-            tr.write_line(
-                "pair count and stale-expectation checks off: selection narrowed by "
-                + ", ".join(self.narrowed)
-            )
-        for problem in getattr(self, "problems", []):
-            tr.write_line(f"ERROR: {problem}", red=True, bold=True)
+        write_summary(
+            terminalreporter,
+            self._summary(),
+            self.matrix,
+            self.narrowed,
+            getattr(self, "problems", []),
+        )
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         for driver in self.drivers.values():

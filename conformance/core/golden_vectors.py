@@ -1,4 +1,4 @@
-"""Loading the committed golden vectors (golden_blobs/v1/*.json) for the tests.
+"""Loading the committed golden vectors (golden_blobs/v1/*.json).
 
 Set ``LMCKV_GOLDEN_DIR`` to read another golden_blobs directory.
 """
@@ -11,10 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 GOLDEN_DIR = Path(
-    os.environ.get("LMCKV_GOLDEN_DIR", Path(__file__).resolve().parents[1] / "golden_blobs")
+    os.environ.get("LMCKV_GOLDEN_DIR", Path(__file__).resolve().parents[2] / "golden_blobs")
 )
 
 
@@ -35,11 +33,3 @@ def vectors(name: str) -> list[dict[str, Any]]:
 def golden_file(path: str) -> bytes:
     """A binary file named by a manifest (relative to golden_blobs/)."""
     return (GOLDEN_DIR / path).read_bytes()
-
-
-def params(items: list[dict[str, Any]], rule: str | None = None, extra_id: str = "") -> list[Any]:
-    """pytest params over vectors, each marked with its rule (the vector's, unless given)."""
-    return [
-        pytest.param(v, id=v["id"] + extra_id, marks=pytest.mark.rule(rule or v["rule"]))
-        for v in items
-    ]

@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 import torch
 
-from conformance.checks import describe_tensor_diff, expect_error, expect_ok, require
-from conformance.codec_cases import (
+from conformance.core import blob_model
+from conformance.core.dtype_names import dtype_from_name
+from conformance.drivers.base import Driver
+from conformance.suite.codec_cases import (
     blob_of,
     codec_vectors,
     encode_cached,
@@ -18,9 +20,7 @@ from conformance.codec_cases import (
     encode_request,
     sections,
 )
-from conformance.drivers.base import Driver
-from conformance.drivers.python_driver import dtype_from_name
-from conformance.golden import blob_layout
+from conformance.suite.verdicts import describe_tensor_diff, expect_error, expect_ok, require
 
 ENCODED = [v for v in codec_vectors() if "encode" in v and v["result"] == "valid"]
 REFUSED = [v for v in codec_vectors() if "encode" in v and v["result"] == "invalid"]
@@ -47,7 +47,7 @@ def _encoded(impl: Driver, vector: dict[str, Any]) -> bytes:
 
 
 def _field_at(golden: bytes, offset: int) -> str:
-    for name, (start, size) in blob_layout.parse(golden).offsets.items():
+    for name, (start, size) in blob_model.parse(golden).offsets.items():
         if start <= offset < start + size:
             return f"{name} (offset {start}, {size} bytes)"
     return "past the golden header"

@@ -1,4 +1,4 @@
-"""Known-failure lists: conformance/expectations/<impl>.txt, one test id per line.
+"""Known-failure lists: conformance/known_failures/<impl>.txt, one test id per line.
 
 A line is ``<test id> <reason>``: the test id is the pytest node id without its directory
 (``test_codec_read.py::test_parse[upstream-kv-crc-zero]``), the reason is free text and
@@ -16,18 +16,20 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-#: Set LMCKV_EXPECTATIONS_DIR to read the lists from another directory (self-tests do).
-EXPECTATIONS_DIR = Path(
-    os.environ.get("LMCKV_EXPECTATIONS_DIR", Path(__file__).resolve().parent / "expectations")
+#: Set LMCKV_KNOWN_FAILURES_DIR to read the lists from another directory (self-tests do).
+KNOWN_FAILURES_DIR = Path(
+    os.environ.get(
+        "LMCKV_KNOWN_FAILURES_DIR", Path(__file__).resolve().parents[1] / "known_failures"
+    )
 )
 
 
-class ExpectationsError(ValueError):
+class KnownFailuresError(ValueError):
     """An expectations file is malformed."""
 
 
 @dataclass(frozen=True)
-class Expectations:
+class KnownFailures:
     """The known failures of one implementation."""
 
     impl: str
@@ -62,23 +64,23 @@ def participants(line: str, impls: list[str]) -> set[str] | None:
 
 
 def short_id(nodeid: str) -> str:
-    """``conformance/test_x.py::test_y[p]`` -> ``test_x.py::test_y[p]``."""
+    """``conformance/suite/test_x.py::test_y[p]`` -> ``test_x.py::test_y[p]``."""
     path, sep, rest = nodeid.partition("::")
     return path.rsplit("/", 1)[-1] + sep + rest
 
 
-def expectations_path(impl: str, version: str | None) -> Path:
+def list_path(impl: str, version: str | None) -> Path:
     """upstream -> upstream-<version>.txt; anything else -> <impl>.txt."""
     if impl == "upstream" and version:
-        return EXPECTATIONS_DIR / f"upstream-{version}.txt"
-    return EXPECTATIONS_DIR / f"{impl}.txt"
+        return KNOWN_FAILURES_DIR / f"upstream-{version}.txt"
+    return KNOWN_FAILURES_DIR / f"{impl}.txt"
 
 
-def load(impl: str, version: str | None) -> Expectations:
+def load(impl: str, version: str | None) -> KnownFailures:
     """The implementation's list, or an empty one when it has no file."""
-    path = expectations_path(impl, version)
+    path = list_path(impl, version)
     if not path.is_file():
-        return Expectations(impl, None, {})
+        return KnownFailures(impl, None, {})
     reasons: dict[str, str] = {}
     for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         line = raw.strip()
@@ -87,8 +89,8 @@ def load(impl: str, version: str | None) -> Expectations:
         test_id, _, reason = line.partition(" ")
         reason = reason.strip()
         if not reason:
-            raise ExpectationsError(f"{path.name}:{number}: {test_id} has no reason")
+            raise KnownFailuresError(f"{path.name}:{number}: {test_id} has no reason")
         if test_id in reasons:
-            raise ExpectationsError(f"{path.name}:{number}: {test_id} is listed twice")
+            raise KnownFailuresError(f"{path.name}:{number}: {test_id} is listed twice")
         reasons[test_id] = reason
-    return Expectations(impl, path, reasons)
+    return KnownFailures(impl, path, reasons)

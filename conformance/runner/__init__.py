@@ -1,0 +1,1 @@
+"""The pytest plugin: --impl options, known-failure lists, the results file, the summary."""

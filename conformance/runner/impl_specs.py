@@ -1,0 +1,43 @@
+"""The ``--impl`` values: which driver each one builds.
+
+- ``reference``: this repository's ``reference_impl``.
+- ``upstream``: LMCache's own modules (lmcache 0.5.6).
+- ``python:PKG``: any importable package with ``PKG.kv_codec``, ``PKG.protocol``,
+  ``PKG.keys`` laid out like ``reference_impl``.
+- ``exec:CMD``: a program in any language speaking conformance/TESTEE.md on stdin/stdout.
+- ``c`` / ``c-asan``: the C testee of conformance/testees/c, built on first use with the
+  system ``cc`` (``c-asan`` with AddressSanitizer and UndefinedBehaviorSanitizer).
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from conformance.drivers.base import Driver, DriverError
+from conformance.drivers.in_process import load_in_process
+
+
+def load_driver(spec: str) -> Driver:
+    """Build the driver an ``--impl`` value names; DriverError says why it cannot."""
+    try:
+        driver = load_in_process(spec)
+        if driver is not None:
+            return driver
+        if spec.startswith("exec:"):
+            from conformance.drivers.exec_driver import ExecDriver
+
+            return ExecDriver(spec.removeprefix("exec:"))
+        if spec in ("c", "c-asan"):
+            from conformance.drivers.exec_driver import ExecDriver
+            from conformance.testees.c.build import BuildError, build_testee
+
+            try:
+                binary = build_testee(sanitize=spec == "c-asan")
+            except BuildError as exc:
+                raise DriverError(f"--impl {spec}: {exc}") from exc
+            return ExecDriver(shlex.quote(str(binary)))
+    except ImportError as exc:
+        raise DriverError(f"--impl {spec}: cannot import it: {exc}") from exc
+    raise DriverError(
+        f"--impl {spec!r}: expected reference, upstream, c, c-asan, python:PKG or exec:CMD"
+    )

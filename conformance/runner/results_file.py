@@ -1,0 +1,74 @@
+"""The results file of one suite run (``--results-json``): every test's outcome, the
+implementations, the rule registry, the per-level summary and the producer x consumer matrix.
+Its layout is described by ``conformance/core/schemas/results.schema.json``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from conformance.core.rules import RULES
+from conformance.drivers.base import ImplInfo
+
+#: Results file version (CHANGELOG.md records each change).
+RESULTS_VERSION = 1
+#: What one test of one implementation (or pair) can come to.
+OUTCOMES = ("pass", "fail", "known_failure", "unexpected_pass", "skip")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def git_commit() -> str | None:
+    """The commit of the checkout the suite runs from, if it is one."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def utc_now() -> str:
+    """The current time, ISO 8601 in UTC, to the second."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def write_results(
+    path: Path,
+    *,
+    started_utc: str,
+    wall_s: float,
+    impls: Sequence[ImplInfo],
+    tests: Sequence[dict[str, Any]],
+    summary: list[dict[str, Any]],
+    matrix: list[dict[str, Any]],
+) -> None:
+    """Write the results document to ``path`` (parents created)."""
+    data = {
+        "schema_version": RESULTS_VERSION,
+        "started_utc": started_utc,
+        "wall_s": round(wall_s, 3),
+        "git_commit": git_commit(),
+        "impls": [
+            {
+                "name": info.name,
+                "kind": info.kind,
+                "version": info.version,
+                "capabilities": list(info.capabilities),
+            }
+            for info in impls
+        ],
+        "rules": [
+            {"id": r.id, "level": r.level, "spec_anchor": r.spec_anchor, "summary": r.summary}
+            for r in RULES.values()
+        ],
+        "tests": sorted(tests, key=lambda r: r["id"]),
+        "summary": summary,
+        "matrix": matrix,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")

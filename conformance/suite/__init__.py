@@ -1,0 +1,1 @@
+"""The conformance tests, the cases they run and the verdicts they give."""
