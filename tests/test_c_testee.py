@@ -16,7 +16,7 @@ import pytest
 from conformance.core import wire
 from conformance.core.error_names import CODEC_ERRORS, FAMILIES
 from conformance.core.golden_vectors import golden_file, vectors
-from conformance.drivers.base import OPERATIONS
+from conformance.core.operations import CAPABILITIES
 from conformance.drivers.python_driver import PythonDriver, load_package
 from conformance.fuzz.decoders import TARGETS
 from conformance.fuzz.differential import StdioTestee, as_sent, compare
@@ -114,7 +114,7 @@ def test_hello_declares_capabilities(testee: StdioTestee) -> None:
     (hello,) = ask(testee, {"op": "hello", "protocol": 1})
     assert hello["ok"] and hello["name"] == "c" and hello["protocol"] == 1
     caps = set(hello["capabilities"])
-    assert caps <= set(OPERATIONS)
+    assert caps <= set(CAPABILITIES)
     assert {
         "codec.parse",
         "codec.hash_gate",

@@ -22,7 +22,7 @@ def _upstream_reasons() -> dict[str, str]:
 
 
 def _node(short: str) -> str:
-    return "conformance/" + short
+    return "conformance/suite/" + short
 
 
 RUN = ["upstream", "reference"]

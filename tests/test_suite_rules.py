@@ -18,7 +18,7 @@ def _used_rules() -> set[str]:
     for fmt in ("codec", "protocol", "keys"):
         manifest = json.loads((REPO / "golden_blobs" / "v1" / f"{fmt}.json").read_text())
         used |= {v["rule"] for v in manifest["vectors"]}
-    for path in (REPO / "conformance").glob("test_*.py"):
+    for path in (REPO / "conformance" / "suite").glob("test_*.py"):
         used |= set(RULE_LITERAL.findall(path.read_text()))
     return used
 

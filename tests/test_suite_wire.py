@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from conformance.core.operations import CAPABILITIES
 from conformance.core.wire import (
     FIELD_TYPES,
     WireError,
@@ -14,7 +15,6 @@ from conformance.core.wire import (
     loads_line,
     to_manifest,
 )
-from conformance.drivers.base import OPERATIONS
 
 TESTEE_MD = Path(__file__).resolve().parents[1] / "conformance" / "TESTEE.md"
 
@@ -62,7 +62,7 @@ def test_bad_lines_are_wire_errors(line: str) -> None:
 
 def test_testee_md_documents_every_operation_and_field() -> None:
     text = TESTEE_MD.read_text(encoding="utf-8")
-    missing_ops = [op for op in OPERATIONS if f"`{op}`" not in text and f"**{op}**" not in text]
+    missing_ops = [op for op in CAPABILITIES if f"`{op}`" not in text and f"**{op}**" not in text]
     missing_fields = [f for f in FIELD_TYPES if f"`{f}`" not in text]
     assert not missing_ops, missing_ops
     assert not missing_fields, missing_fields
