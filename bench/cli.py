@@ -1,4 +1,4 @@
-"""Command line: ``python -m bench run|compare|targets|cuda-check`` (``lmckv bench ...``).
+"""Command line: ``lmckv bench run|compare|targets|cuda-check``.
 
 - ``run [--quick|--full] --out DIR``: throughput (CPU, and CUDA when present) and accuracy
   (synthetic families and real KV); writes a new ``DIR/bench-<stamp>-<commit7>.jsonl``.
@@ -81,8 +81,13 @@ def _cuda_check(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``python -m bench``."""
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    """The argument parser of ``lmckv bench``."""
+    parser = argparse.ArgumentParser(
+        prog="lmckv bench",
+        description="Run benchmarks, compare two results files, check the reference's targets, "
+        "or run the short GPU check. Exit status: 0 success, 1 regression, failed target or "
+        "failed check, 2 bad usage or input.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="measure and write a new results file")

@@ -2,7 +2,7 @@
 
 Run where a GPU is lent, from the repository root::
 
-    python3 -m bench cuda-check --out DIR
+    python3 -m lmckv bench cuda-check --out DIR
 
 1. Encode on CUDA gives the same bytes as encode on CPU, for float16/bfloat16, every scope
    (EXTERNAL both with FP8 V given and with static scales given), on V with quiet and loud

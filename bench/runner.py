@@ -1,6 +1,6 @@
 """One benchmark run: throughput, then accuracy, into a new results file.
 
-``run_benchmarks`` is what ``python -m bench run`` calls; tests call it with a tiny plan or
+``run_benchmarks`` is what ``lmckv bench run`` calls; tests call it with a tiny plan or
 with substituted implementations (e.g. a deliberately slowed one).
 """
 

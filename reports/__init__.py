@@ -1,5 +1,5 @@
 """lmckv report builder: bench JSONL and conformance results JSON to an HTML/PNG report.
 
-Entry point: ``python -m reports RESULTS... --out DIR [--baseline BENCH.jsonl]``
+Entry point: ``lmckv report RESULTS... --out DIR [--baseline BENCH.jsonl]``
 (:func:`reports.cli.main`).
 """

@@ -1,4 +1,4 @@
-"""``python -m reports RESULTS... --out DIR [--baseline BENCH.jsonl]``: build the report."""
+"""``lmckv report RESULTS... --out DIR [--baseline BENCH.jsonl]``: build the report."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def build(inputs: ReportInputs, out_dir: Path) -> Path:
 def main(argv: list[str]) -> int:
     """Parse arguments, load the results files, build the report; 0 on success, 2 on bad input."""
     parser = argparse.ArgumentParser(
-        prog="python -m reports",
+        prog="lmckv report",
         description="Build the lmckv HTML/PNG report from bench JSONL and conformance JSON.",
     )
     parser.add_argument(

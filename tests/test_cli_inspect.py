@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from kv_blobs import paged_blob
 
-from reference_impl.cli import main
+from lmckv.cli import main
 from reference_impl.kv_codec import CodecHashes, ScaleScope
 
 HEADER_KEYS = {
@@ -81,7 +81,7 @@ def test_plain_table(blobs, capsys) -> None:
 
 def test_console_script_runs_as_module(blobs) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "reference_impl.cli", "inspect", "--json", str(blobs["bad"])],
+        [sys.executable, "-m", "lmckv", "inspect", "--json", str(blobs["bad"])],
         capture_output=True,
         text=True,
     )

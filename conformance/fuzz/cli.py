@@ -118,7 +118,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     from conformance.fuzz.decoders import TARGETS
 
     parser = argparse.ArgumentParser(
-        prog="python -m conformance.fuzz", description=__doc__.splitlines()[0]
+        prog="lmckv fuzz",
+        description="Fuzz every decoder (or the --target ones) of the reference with atheris "
+        "and mutation campaigns, comparing with the C testee, and the C decoders with libFuzzer "
+        "where clang is installed. Exit status 1 when any target has a failure.",
     )
     parser.add_argument("--seconds", type=float, required=True, help="per target")
     parser.add_argument(

@@ -27,7 +27,12 @@ def _committed(root: Path) -> dict[str, bytes]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m conformance.golden", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="lmckv golden",
+        description="Without --check: regenerate golden_blobs/v1 (files no longer produced are "
+        "deleted). With --check: regenerate in memory and exit 1 if any file differs from, is "
+        "missing from, or is extra in the committed tree, naming each.",
+    )
     parser.add_argument("--check", action="store_true", help="compare, do not write")
     parser.add_argument("--out", type=Path, default=GOLDEN_DIR, help="golden_blobs directory")
     args = parser.parse_args(argv)

@@ -1,7 +1,0 @@
-"""``python -m bench ...``: see ``bench.cli``."""
-
-import sys
-
-from bench.cli import main
-
-sys.exit(main(sys.argv[1:]))

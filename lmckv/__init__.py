@@ -1,0 +1,1 @@
+"""lmckv's command line: the ``lmckv`` console script and its subcommands (see lmckv.cli)."""

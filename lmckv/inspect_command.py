@@ -1,0 +1,55 @@
+"""``lmckv inspect``: one verdict per blob file, as a table or as JSON lines.
+
+Importing this module loads torch (through ``reference_impl.inspect_blob``), so the
+command line imports it only when ``inspect`` runs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from reference_impl.inspect_blob import inspect_bytes
+
+EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
+
+
+def format_table(record: dict[str, Any]) -> str:
+    """The human-readable form of one ``inspect_bytes`` record."""
+    lines = [record["path"]]
+    if not record["valid"]:
+        lines.append(f"  INVALID  {record['error']}: {record['message']}")
+        return "\n".join(lines)
+    header = dict(record["header"])
+    hashes = header.pop("hashes")
+    width = max(len(k) for k in (*header, *hashes))
+    lines.append("  valid")
+    lines += [f"  {k:<{width}}  {v}" for k, v in header.items()]
+    lines += [f"  {k:<{width}}  {v!r}" for k, v in hashes.items()]
+    if "stats" in record:
+        lines.append("  decoded:")
+        lines += [f"    {k:<{width}}  {v}" for k, v in record["stats"].items()]
+    if "stats_error" in record:
+        lines.append(f"  stats: {record['stats_error']}")
+    return "\n".join(lines)
+
+
+def run(files: Sequence[str], *, as_json: bool, decode: bool) -> int:
+    """Print each file's record; 0 when all are valid blobs, 1 when any is not, 2 when any is
+    unreadable."""
+    status = EXIT_OK
+    for path in files:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            print(f"lmckv inspect: cannot read {path}: {e.strerror or e}", file=sys.stderr)
+            status = EXIT_UNREADABLE
+            continue
+        record = inspect_bytes(path, data, decode=decode)
+        if not record["valid"] and status == EXIT_OK:
+            status = EXIT_INVALID
+        print(json.dumps(record) if as_json else format_table(record), flush=True)
+    return status
