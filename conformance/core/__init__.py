@@ -1,0 +1,1 @@
+"""The bottom layer of the suite: what every part shares; imports nothing else of the suite."""
