@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from conformance import expectations as exp
+from conformance.core.schemas import validate
 from conformance.drivers import Driver, DriverError, load_driver
 from conformance.matrix import matrix_cases, matrix_checks, matrix_pairs
 from conformance.rules import RULES, SHOULD
@@ -331,6 +332,7 @@ class ConformancePlugin:
             "summary": self._summary(),
             "matrix": self.matrix,
         }
+        validate(data, "results")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from conformance.core.schemas import validate
+
 GOLDEN_DIR = Path(
     os.environ.get("LMCKV_GOLDEN_DIR", Path(__file__).resolve().parents[1] / "golden_blobs")
 )
@@ -24,6 +26,7 @@ def manifest(name: str) -> dict[str, Any]:
     path = GOLDEN_DIR / "v1" / f"{name}.json"
     with path.open(encoding="ascii") as f:
         data: dict[str, Any] = json.load(f)
+    validate(data, "vectors")
     return data
 
 
