@@ -11,149 +11,48 @@ an earlier one, and flushes each record as it is written so an interrupted run k
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from conformance.core.schemas import BENCH_SCHEMA_VERSION, SchemaError, enum, validate
+
+# SchemaError is the core one: callers catch it as bench.results.SchemaError.
+
 #: Version of the results format; bumped when a reader of version 1 could misread a file.
-SCHEMA_VERSION = 1
+#: Read from the schema's ``const`` (conformance/core/schemas/bench-row.schema.json).
+SCHEMA_VERSION = BENCH_SCHEMA_VERSION
 
-THROUGHPUT_OPS = (
-    "encode",
-    "parse",
-    "decode_fp8",
-    "decode_dequant",
-    "quantize",
-    "copy",
-    "crc32",
-    "alloc",
+_ROW = ("bench-row", "$defs")
+#: Allowed values, read from the schema (``enum`` of each field).
+THROUGHPUT_OPS: tuple[str, ...] = enum(*_ROW, "throughput", "properties", "op")
+LIMIT_IMPLS: tuple[str, ...] = tuple(
+    v for v in enum(*_ROW, "throughput", "properties", "limit") if v is not None
 )
-CODEC_IMPLS = ("reference", "upstream")
-LIMIT_IMPLS = ("memcpy", "crc32", "alloc", "d2d", "h2d")
-DEVICES = ("cpu", "cuda")
-SCOPES = ("PER_TENSOR", "PER_LAYER_HEAD", "PER_PAGE_HEAD", "EXTERNAL")
-DTYPES = ("float16", "bfloat16")
-FORMATS = ("e4m3", "e5m2", "int8")
-METRICS = (
-    "rel_fro",
-    "sqnr_db",
-    "cosine",
-    "max_err_over_bound",
-    "saturated",
-    "subnormal",
-    "zeroed",
-    "nan",
-    "attn_rel_err",
-    "bytes_per_token",
+CODEC_IMPLS: tuple[str, ...] = tuple(
+    v for v in enum(*_ROW, "throughput", "properties", "impl") if v not in LIMIT_IMPLS
 )
-
-_NUM = (int, float)
-_ENV_FIELDS: dict[str, tuple[type, ...]] = {
-    "cpu_model": (str,),
-    "cpu_count": (int,),
-    "python": (str,),
-    "torch": (str,),
-    "platform": (str,),
-    "git_commit": (str, type(None)),
-    "lmcache": (str, type(None)),
-    "gpu": (dict, type(None)),
-}
-_GPU_FIELDS: dict[str, tuple[type, ...]] = {
-    "name": (str,),
-    "driver": (str,),
-    "memory_total_bytes": (int,),
-    "sm_clock_mhz": (int,),
-    "mem_clock_mhz": (int,),
-}
-_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
-    "header": {
-        "schema_version": (int,),
-        "run_id": (str,),
-        "mode": (str,),
-        "started_utc": (str,),
-        "env": (dict,),
-    },
-    "throughput": {
-        "op": (str,),
-        "impl": (str,),
-        "device": (str,),
-        "scope": (str, type(None)),
-        "dtype": (str, type(None)),
-        "case": (str,),
-        "bytes": (int,),
-        "rounds": (int,),
-        "median_s": _NUM,
-        "iqr_s": _NUM,
-        "gbps": _NUM,
-        "limit": (str, type(None)),
-        "ratio_to_limit": (*_NUM, type(None)),
-        "ratio_to_upstream": (*_NUM, type(None)),
-    },
-    "accuracy": {
-        "scope": (str,),
-        "data": (str,),
-        "fmt": (str,),
-        "metric": (str,),
-        "value": (*_NUM, type(None)),
-    },
-    "skip": {"what": (str,), "reason": (str,)},
-    "telemetry": {"t_s": _NUM, "power_w": _NUM, "util_pct": _NUM},
-}
-_CHOICES: dict[str, dict[str, tuple[Any, ...]]] = {
-    "header": {"mode": ("quick", "full")},
-    "throughput": {
-        "op": THROUGHPUT_OPS,
-        "impl": CODEC_IMPLS + LIMIT_IMPLS,
-        "device": DEVICES,
-        "scope": (*SCOPES, None),
-        "dtype": (*DTYPES, None),
-        "limit": (*LIMIT_IMPLS, None),
-    },
-    "accuracy": {"fmt": FORMATS, "metric": METRICS},
-}
-
-
-class SchemaError(ValueError):
-    """A record that does not follow the results format (bench/RESULTS.md)."""
+DEVICES: tuple[str, ...] = enum(*_ROW, "throughput", "properties", "device")
+SCOPES: tuple[str, ...] = tuple(
+    v for v in enum(*_ROW, "throughput", "properties", "scope") if v is not None
+)
+DTYPES: tuple[str, ...] = tuple(
+    v for v in enum(*_ROW, "throughput", "properties", "dtype") if v is not None
+)
+FORMATS: tuple[str, ...] = enum(*_ROW, "accuracy", "properties", "fmt")
+METRICS: tuple[str, ...] = enum(*_ROW, "accuracy", "properties", "metric")
 
 
 def validate_record(record: Mapping[str, Any]) -> None:
-    """Raise SchemaError unless ``record`` has its kind's fields, types and allowed values.
+    """Raise SchemaError unless ``record`` follows the bench-row schema (its kind's fields,
+    types and allowed values; the header's version and ``env``).
 
-    Records may carry extra keys (readers ignore them); the header's ``env.gpu`` is checked
-    field by field when present. Floats must be finite (JSON has no NaN or Infinity).
+    Records may carry extra keys (readers ignore them). Floats must be finite (JSON has no
+    NaN or Infinity).
     """
-    kind = record.get("kind")
-    if kind not in _FIELDS:
-        raise SchemaError(f"unknown record kind {kind!r}")
-    for name, types in _FIELDS[kind].items():
-        if name not in record:
-            raise SchemaError(f"{kind} record lacks {name!r}")
-        value = record[name]
-        if isinstance(value, bool) or not isinstance(value, types):
-            raise SchemaError(f"{kind}.{name} = {value!r} is not of type {types}")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise SchemaError(f"{kind}.{name} = {value!r} is not finite")
-        choices = _CHOICES.get(kind, {}).get(name)
-        if choices is not None and value not in choices:
-            raise SchemaError(f"{kind}.{name} = {value!r} not in {choices}")
-    if kind == "header":
-        if record["schema_version"] != SCHEMA_VERSION:
-            raise SchemaError(f"schema_version {record['schema_version']} != {SCHEMA_VERSION}")
-        _check_fields("env", record["env"], _ENV_FIELDS)
-        if record["env"]["gpu"] is not None:
-            _check_fields("env.gpu", record["env"]["gpu"], _GPU_FIELDS)
-
-
-def _check_fields(where: str, obj: Mapping[str, Any], fields: dict[str, tuple[type, ...]]) -> None:
-    for name, types in fields.items():
-        if name not in obj:
-            raise SchemaError(f"{where} lacks {name!r}")
-        if isinstance(obj[name], bool) or not isinstance(obj[name], types):
-            raise SchemaError(f"{where}.{name} = {obj[name]!r} is not of type {types}")
+    validate(record, "bench-row")
 
 
 def results_name(started: datetime, git_commit: str | None, counter: int = 0) -> str:
@@ -240,16 +139,19 @@ def read_records(path: Path) -> Iterator[dict[str, Any]]:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
+            where = f"{path}:{lineno}"
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise SchemaError(f"{path}:{lineno}: not JSON: {exc}") from None
-            if lineno == 1 and record.get("kind") != "header":
-                raise SchemaError(f"{path}:1: first record is not the header")
+                raise SchemaError("bench-row", "$", f"not JSON: {exc}", location=where) from None
+            if lineno == 1 and (not isinstance(record, dict) or record.get("kind") != "header"):
+                raise SchemaError(
+                    "bench-row", "$.kind", "first record is not the header", location=where
+                )
             try:
                 validate_record(record)
             except SchemaError as exc:
-                raise SchemaError(f"{path}:{lineno}: {exc}") from None
+                raise exc.at(where) from None
             yield record
 
 
@@ -257,5 +159,5 @@ def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(header, other records) of a results file."""
     records = list(read_records(path))
     if not records:
-        raise SchemaError(f"{path}: empty results file")
+        raise SchemaError("bench-row", "$", "empty results file", location=str(path))
     return records[0], records[1:]

@@ -1,7 +1,9 @@
 """Read the two results formats (bench JSON Lines, conformance results JSON) into tables.
 
-The formats are the ones agreed for schema_version 1: a bench file is JSON Lines whose first
-record has ``kind == "header"``; a conformance file is one JSON object with a ``"tests"`` list.
+A bench file is JSON Lines whose first record has ``kind == "header"``; a conformance file is
+one JSON object with a ``"tests"`` list. Every record and document is checked against its
+schema (conformance/core/schemas/, SCHEMAS.md) before it is tabled; record kinds newer than
+the schema are counted and skipped.
 Every problem in an input is a :class:`ReportInputError` naming the file (and line), never a
 traceback from deep inside pandas.
 """
@@ -16,43 +18,35 @@ from typing import Any
 
 import pandas as pd
 
-SCHEMA_VERSION = 1
+from conformance.core.schemas import (
+    BENCH_SCHEMA_VERSION,
+    RESULTS_VERSION,
+    SchemaError,
+    bench_fields,
+    bench_kinds,
+    enum,
+    results_fields,
+    results_lists,
+    validate,
+)
 
-# Fields each bench record kind must carry (SCHEMAS: "Benchmark results").
+#: The bench format version this builder reads (the bench-row schema's ``const``).
+SCHEMA_VERSION = BENCH_SCHEMA_VERSION
+#: The conformance results version this builder reads (the results schema's ``const``).
+RESULTS_SCHEMA_VERSION = RESULTS_VERSION
+
+# Columns of each table: the fields the schemas require (conformance/core/schemas/).
 BENCH_FIELDS: dict[str, tuple[str, ...]] = {
-    "throughput": (
-        "op",
-        "impl",
-        "device",
-        "scope",
-        "dtype",
-        "case",
-        "bytes",
-        "rounds",
-        "median_s",
-        "iqr_s",
-        "gbps",
-        "limit",
-        "ratio_to_limit",
-        "ratio_to_upstream",
-    ),
-    "accuracy": ("scope", "data", "fmt", "metric", "value"),
-    "skip": ("what", "reason"),
-    "telemetry": ("t_s", "power_w", "util_pct"),
+    kind: bench_fields(kind) for kind in bench_kinds() if kind != "header"
 }
-HEADER_FIELDS = ("schema_version", "run_id", "mode", "started_utc", "env")
-
-# Fields of each list in a conformance results file (SCHEMAS: "Conformance results").
 CONFORMANCE_FIELDS: dict[str, tuple[str, ...]] = {
-    "impls": ("name", "kind", "version", "capabilities"),
-    "rules": ("id", "level", "spec_anchor", "summary"),
-    "tests": ("id", "rule", "level", "impl", "producer", "outcome", "reason"),
-    "summary": ("impl", "level", "pass", "fail", "known_failure", "unexpected_pass", "skip"),
-    "matrix": ("producer", "consumer", "cases", "pass", "fail", "known_failure"),
+    name: results_fields(name) for name in results_lists()
 }
-OUTCOMES = ("pass", "fail", "known_failure", "unexpected_pass", "skip")
+OUTCOMES: tuple[str, ...] = enum("results", "$defs", "test", "properties", "outcome")
 # The header's scale_scope field (ScaleScope values 0..3), in that order.
-SCALE_SCOPES = ("PER_TENSOR", "PER_LAYER_HEAD", "PER_PAGE_HEAD", "EXTERNAL")
+SCALE_SCOPES: tuple[str, ...] = tuple(
+    s for s in enum("bench-row", "$defs", "throughput", "properties", "scope") if s is not None
+)
 
 
 def scope_rank(scope: object) -> int:
@@ -119,10 +113,14 @@ def concat(frames: list[pd.DataFrame], columns: tuple[str, ...]) -> pd.DataFrame
     return pd.concat(frames, ignore_index=True)
 
 
-def _require(record: dict[str, Any], fields: tuple[str, ...], where: str) -> None:
-    missing = [f for f in fields if f not in record]
-    if missing:
-        raise ReportInputError(f"{where}: missing field(s) {', '.join(missing)}")
+def _validate(document: Any, schema_name: str, where: str) -> None:
+    """Schema-check one document; a failure is a ReportInputError naming ``where``."""
+    try:
+        validate(document, schema_name)
+    except SchemaError as exc:
+        raise ReportInputError(
+            f"{where}: {exc.problem} ({exc.schema} schema, at {exc.path})"
+        ) from None
 
 
 def _frame(records: list[dict[str, Any]], columns: tuple[str, ...]) -> pd.DataFrame:
@@ -131,10 +129,11 @@ def _frame(records: list[dict[str, Any]], columns: tuple[str, ...]) -> pd.DataFr
     return pd.DataFrame.from_records(records, columns=list(columns))
 
 
-def _check_schema(value: Any, where: str) -> None:
-    if value != SCHEMA_VERSION:
+def _check_schema(value: Any, where: str, supported: int) -> None:
+    """A version this builder does not read gets its own message, before the schema check."""
+    if value != supported:
         raise ReportInputError(
-            f"{where}: schema_version {value!r} (this report builder reads {SCHEMA_VERSION})"
+            f"{where}: schema_version {value!r} (this report builder reads {supported})"
         )
 
 
@@ -157,13 +156,12 @@ def load_bench(path: Path, lines: list[str]) -> BenchRun:
         if header is None:
             if kind != "header":
                 raise ReportInputError(f"{where}: first record must have kind 'header'")
-            _require(record, HEADER_FIELDS, where)
-            _check_schema(record["schema_version"], where)
-            if not isinstance(record["env"], dict):
-                raise ReportInputError(f"{where}: 'env' must be an object")
+            if "schema_version" in record:
+                _check_schema(record["schema_version"], where, SCHEMA_VERSION)
+            _validate(record, "bench-row", where)
             header = record
         elif kind in BENCH_FIELDS:
-            _require(record, BENCH_FIELDS[kind], where)
+            _validate(record, "bench-row", where)
             records[kind].append({f: record[f] for f in BENCH_FIELDS[kind]})
         else:
             ignored[str(kind)] += 1
@@ -174,10 +172,6 @@ def load_bench(path: Path, lines: list[str]) -> BenchRun:
         table = _frame(records[kind], fields)
         table["run_id"] = pd.Series([str(header["run_id"])] * len(table), dtype=object)
         tables[kind] = table
-    throughput = tables["throughput"]
-    for column in ("bytes", "rounds", "median_s", "iqr_s", "gbps"):
-        if not throughput.empty and not pd.api.types.is_numeric_dtype(throughput[column]):
-            raise ReportInputError(f"{path}: throughput field '{column}' must be numeric")
     return BenchRun(path=path, header=header, tables=tables, ignored_kinds=dict(ignored))
 
 
@@ -185,21 +179,20 @@ def load_conformance(path: Path, document: Any) -> ConformanceRun:
     """Parse a conformance results JSON object."""
     if not isinstance(document, dict):
         raise ReportInputError(f"{path}: conformance results must be a JSON object")
-    _require(document, ("schema_version", *CONFORMANCE_FIELDS), str(path))
-    _check_schema(document["schema_version"], str(path))
-    tables = {}
-    for name, fields in CONFORMANCE_FIELDS.items():
-        items = document[name]
-        if not isinstance(items, list):
-            raise ReportInputError(f"{path}: '{name}' must be a list")
-        for index, item in enumerate(items):
-            if not isinstance(item, dict):
-                raise ReportInputError(f"{path}: {name}[{index}] must be an object")
-            _require(item, fields, f"{path}: {name}[{index}]")
-        tables[name] = _frame([{f: item[f] for f in fields} for item in items], fields)
-    bad = sorted(set(tables["tests"]["outcome"]) - set(OUTCOMES))
+    if "schema_version" in document:
+        _check_schema(document["schema_version"], str(path), RESULTS_SCHEMA_VERSION)
+    bad = sorted(
+        {t.get("outcome") for t in document.get("tests") or [] if isinstance(t, dict)}
+        - set(OUTCOMES),
+        key=str,
+    )
     if bad:
         raise ReportInputError(f"{path}: unknown test outcome(s) {bad}; expected {OUTCOMES}")
+    _validate(document, "results", str(path))
+    tables = {
+        name: _frame([{f: item[f] for f in fields} for item in document[name]], fields)
+        for name, fields in CONFORMANCE_FIELDS.items()
+    }
     meta = {k: v for k, v in document.items() if k not in CONFORMANCE_FIELDS}
     return ConformanceRun(path=path, meta=meta, tables=tables)
 

@@ -18,7 +18,16 @@ HEADER = {
     "run_id": "bench-x",
     "mode": "quick",
     "started_utc": "2025-03-01T10:15:00Z",
-    "env": {"cpu_model": "x", "cpu_count": 1, "gpu": None},
+    "env": {
+        "cpu_model": "x",
+        "cpu_count": 1,
+        "python": "3.11.7",
+        "torch": "2.13.0+cpu",
+        "platform": "Linux",
+        "git_commit": None,
+        "lmcache": None,
+        "gpu": None,
+    },
 }
 
 

@@ -1,4 +1,4 @@
-"""The results file (SCHEMAS.md), merged over xdist workers, and the pair count."""
+"""The results file (conformance/SCHEMAS.md), merged over xdist workers, and the pair count."""
 
 from __future__ import annotations
 

@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from conformance.core.schemas import validate
+
 GOLDEN_DIR = Path(
     os.environ.get("LMCKV_GOLDEN_DIR", Path(__file__).resolve().parents[2] / "golden_blobs")
 )
@@ -22,6 +24,7 @@ def manifest(name: str) -> dict[str, Any]:
     path = GOLDEN_DIR / "v1" / f"{name}.json"
     with path.open(encoding="ascii") as f:
         data: dict[str, Any] = json.load(f)
+    validate(data, "vectors")
     return data
 
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from conformance.core.schemas import validate
+
 MASK64 = (1 << 64) - 1
 
 
@@ -107,7 +109,7 @@ def manifest(
         unknown = set(v.get("flags", [])) - set(notes)
         if unknown:
             raise ValueError(f"vector {v['id']} uses undefined flags {sorted(unknown)}")
-    return {
+    document = {
         "format": fmt,
         "format_version": 1,
         "generator": "python -m conformance.golden",
@@ -116,3 +118,5 @@ def manifest(
         "number_of_vectors": len(vectors),
         "vectors": vectors,
     }
+    validate(document, "vectors")
+    return document

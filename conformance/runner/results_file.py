@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from conformance.core.rules import RULES
+from conformance.core.schemas import RESULTS_VERSION, validate
 from conformance.drivers.base import ImplInfo
 
-#: Results file version (CHANGELOG.md records each change).
-RESULTS_VERSION = 1
 #: What one test of one implementation (or pair) can come to.
 OUTCOMES = ("pass", "fail", "known_failure", "unexpected_pass", "skip")
 REPO = Path(__file__).resolve().parents[2]
@@ -70,5 +69,6 @@ def write_results(
         "summary": summary,
         "matrix": matrix,
     }
+    validate(data, "results")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")

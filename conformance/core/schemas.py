@@ -1,0 +1,199 @@
+"""JSON Schemas of lmckv's three output formats, and one validator for all of them.
+
+``vectors`` (golden_blobs/v1/*.json manifests), ``results`` (the conformance results file)
+and ``bench-row`` (one line of a bench-*.jsonl file) live as draft 2020-12 schema files in
+``conformance/core/schemas/`` and are loaded as package data. Each carries its format's
+version as a ``const``; the constants below are read from there, so a version lives in one
+place. Imports nothing else of lmckv (see SCHEMAS.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Iterable
+from importlib import resources
+from typing import Any
+
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import ValidationError, best_match
+
+#: The schema names ``validate`` accepts (file ``schemas/<name>.schema.json``).
+SCHEMA_NAMES = ("vectors", "results", "bench-row")
+
+_TYPE_WORDS = {
+    "number": "numeric",
+    "integer": "an integer",
+    "string": "a string",
+    "boolean": "a boolean",
+    "object": "an object",
+    "array": "a list",
+    "null": "null",
+}
+
+
+class SchemaError(ValueError):
+    """A document that does not follow its schema.
+
+    ``schema`` is the schema name, ``path`` the JSON path of the offending value (``$`` is
+    the document), ``problem`` what is wrong there and ``location`` (optional) the file or
+    ``file:line`` the document came from; ``str()`` says them all.
+    """
+
+    def __init__(self, schema: str, path: str, problem: str, *, location: str = "") -> None:
+        prefix = f"{location}: " if location else ""
+        super().__init__(f"{prefix}{schema}.schema.json at {path}: {problem}")
+        self.schema = schema
+        self.path = path
+        self.problem = problem
+        self.location = location
+
+    def at(self, location: str) -> SchemaError:
+        """The same error, said of ``location`` (a file, or ``file:line``)."""
+        return SchemaError(self.schema, self.path, self.problem, location=location)
+
+
+@functools.cache
+def schema(name: str) -> dict[str, Any]:
+    """The parsed schema ``name`` (one of SCHEMA_NAMES); cached."""
+    if name not in SCHEMA_NAMES:
+        raise KeyError(f"unknown schema {name!r}; expected one of {SCHEMA_NAMES}")
+    text = (
+        resources.files(__package__)
+        .joinpath("schemas", f"{name}.schema.json")
+        .read_text(encoding="utf-8")
+    )
+    document: dict[str, Any] = json.loads(text)
+    return document
+
+
+#: Draft 2020-12, with tuples taken as arrays (``json.dumps`` writes them as arrays, and
+#: writers validate what they are about to dump).
+_Validator = validators.extend(
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine(
+        "array", lambda _checker, instance: isinstance(instance, (list, tuple))
+    ),
+)
+
+
+@functools.cache
+def _validator(name: str) -> Any:
+    document = schema(name)
+    Draft202012Validator.check_schema(document)
+    return _Validator(document)
+
+
+def json_path(parts: Iterable[Any]) -> str:
+    """``$.a[0].b`` from a sequence of keys and indices."""
+    out = "$"
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def _non_finite(value: Any, path: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
+    """Where ``value`` holds a NaN or an infinity (JSON has neither), or None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        found = _non_finite(item, (*path, key))
+        if found is not None:
+            return found
+    return None
+
+
+def _problem(error: ValidationError) -> str:
+    """A short sentence for ``error`` (all missing fields of its object when it is one)."""
+    field = error.path[-1] if error.path else None
+    if error.validator == "required" and isinstance(error.instance, dict):
+        missing = [str(f) for f in error.validator_value if f not in error.instance]
+        return f"missing field(s) {', '.join(missing)}"
+    if error.validator == "type" and field is not None:
+        types = error.validator_value
+        words = " or ".join(
+            _TYPE_WORDS.get(t, t) for t in ([types] if isinstance(types, str) else types)
+        )
+        return f"{field!r} must be {words} (got {error.instance!r})"
+    if error.validator == "const" and field is not None:
+        return f"{field} {error.instance!r}, expected {error.validator_value!r}"
+    if error.validator == "enum" and field is not None:
+        name = (
+            str(error.schema.get("title", field)).lower()
+            if isinstance(error.schema, dict)
+            else field
+        )
+        return f"unknown {name} {error.instance!r} (expected one of {error.validator_value!r})"
+    return error.message
+
+
+def validate(document: Any, schema_name: str) -> None:
+    """Raise :class:`SchemaError` unless ``document`` follows schema ``schema_name``.
+
+    The error names the schema, the JSON path and the problem (the most relevant error,
+    per ``jsonschema.exceptions.best_match``). NaN and infinities are rejected wherever
+    they occur, as JSON cannot hold them.
+    """
+    errors = list(_validator(schema_name).iter_errors(document))
+    if errors:
+        error = best_match(errors)
+        assert error is not None
+        raise SchemaError(schema_name, json_path(error.absolute_path), _problem(error))
+    where = _non_finite(document)
+    if where is not None:
+        raise SchemaError(schema_name, json_path(where), "NaN or infinity (not JSON)")
+
+
+def version_const(schema_name: str, field: str) -> int:
+    """The ``const`` a schema puts on its top-level version field ``field``."""
+    document = schema(schema_name)
+    node = document["properties"].get(field) or document["$defs"]["header"]["properties"][field]
+    value: int = node["const"]
+    return value
+
+
+#: Version of the golden-vector manifests (``format_version``).
+VECTORS_VERSION = version_const("vectors", "format_version")
+#: Version of the conformance results file (``schema_version``).
+RESULTS_VERSION = version_const("results", "schema_version")
+#: Version of the bench results format (the header's ``schema_version``).
+BENCH_SCHEMA_VERSION = version_const("bench-row", "schema_version")
+
+
+def bench_kinds() -> tuple[str, ...]:
+    """The bench record kinds the schema defines, header first."""
+    return tuple(schema("bench-row")["properties"]["kind"]["enum"])
+
+
+def bench_fields(kind: str) -> tuple[str, ...]:
+    """The fields every ``kind`` record carries (the schema's ``required``, less ``kind``)."""
+    required = schema("bench-row")["$defs"][kind]["required"]
+    return tuple(f for f in required if f != "kind")
+
+
+def results_fields(list_name: str) -> tuple[str, ...]:
+    """The fields of each item of the results file's list ``list_name`` (impls, tests, ...)."""
+    document = schema("results")
+    ref = document["properties"][list_name]["items"]["$ref"]
+    return tuple(document["$defs"][ref.rsplit("/", 1)[1]]["required"])
+
+
+def results_lists() -> tuple[str, ...]:
+    """The lists of a results file, in schema order (impls, rules, tests, summary, matrix)."""
+    props = schema("results")["properties"]
+    return tuple(k for k, v in props.items() if v.get("type") == "array")
+
+
+def enum(schema_name: str, *pointer: str) -> tuple[Any, ...]:
+    """The ``enum`` of the node at ``pointer`` (keys from the schema's root)."""
+    node: Any = schema(schema_name)
+    for key in pointer:
+        node = node[key]
+    return tuple(node["enum"])
