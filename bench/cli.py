@@ -17,7 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from bench.results import SchemaError
+from conformance.core.schemas import SchemaError
 
 
 def _run(args: argparse.Namespace) -> int:

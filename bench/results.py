@@ -19,8 +19,6 @@ from typing import IO, Any
 
 from conformance.core.schemas import BENCH_SCHEMA_VERSION, SchemaError, enum, validate
 
-# SchemaError is the core one: callers catch it as bench.results.SchemaError.
-
 #: Version of the results format; bumped when a reader of version 1 could misread a file.
 #: Read from the schema's ``const`` (conformance/core/schemas/bench-row.schema.json).
 SCHEMA_VERSION = BENCH_SCHEMA_VERSION

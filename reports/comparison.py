@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 import pandas as pd
 
 from bench.compare import Thresholds, compare_files, summary
-from bench.results import SchemaError
+from conformance.core.schemas import SchemaError
 from reports.load import BenchRun
 
 GATED_IMPLS = ("reference",)

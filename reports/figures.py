@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import cast
 
 import matplotlib
 
@@ -74,7 +75,8 @@ def producer_consumer_heatmap(matrix: pd.DataFrame, path: Path) -> None:
     fig, ax = plt.subplots(
         figsize=(2.6 + 1.9 * len(consumers), 1.2 + 1.0 * len(producers)), layout="constrained"
     )
-    for (producer, consumer), cell in cells.iterrows():
+    for index, cell in cells.iterrows():
+        producer, consumer = cast(tuple[str, str], index)
         i, j = producers.index(producer), consumers.index(consumer)
         if cell["cases"]:
             status[i, j] = 2 if cell["fail"] else (1 if cell["known_failure"] else 0)
@@ -164,19 +166,19 @@ def throughput_chart(throughput: pd.DataFrame, device: str, path: Path) -> None:
         for limit in sorted(drawn_limits):
             for run_id, measured in limits[limits["impl"] == limit].groupby("run_id"):
                 run_rows = op_rows[op_rows["run_id"] == run_id]
-                line = _limit_line(measured, run_rows)
-                if line.empty:
+                limit_line = _limit_line(measured, run_rows)
+                if limit_line.empty:
                     continue
-                x = line.index.map(position)
+                x = limit_line.index.map(position)
                 order = np.argsort(x.to_numpy())
                 (drawn,) = ax.plot(
                     x.to_numpy()[order],
-                    line.to_numpy()[order],
+                    limit_line.to_numpy()[order],
                     color=LIMIT_COLOR.get(limit, "0.3"),
                     linestyle=(0, (5, 3)),
                     linewidth=2.0,
                 )
-                label = f"{limit} limit (same bytes)" + (f" [{run_id}]" if several_runs else "")
+                label = f"{limit} limit (same bytes)" + (f" [{run_id!s}]" if several_runs else "")
                 handles.setdefault(label, drawn)
         ax.set_yscale("log")
         ax.set_xticks(

@@ -147,8 +147,8 @@ def summary_section(
 
     if comparison:
         document["comparison_verdicts"] = comparison
-        for name, counts in comparison.items():
-            text = f"Against the baseline (lmckv bench compare), {name}: {counts_text(counts)}."
+        for name, verdicts in comparison.items():
+            text = f"Against the baseline (lmckv bench compare), {name}: {counts_text(verdicts)}."
             body.append(paragraph(text, "verdict"))
 
     out.json(document, "summary.json")

@@ -14,7 +14,7 @@ import json
 import math
 from collections.abc import Iterable
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError, best_match
@@ -70,7 +70,7 @@ def schema(name: str) -> dict[str, Any]:
 
 #: Draft 2020-12, with tuples taken as arrays (``json.dumps`` writes them as arrays, and
 #: writers validate what they are about to dump).
-_Validator = validators.extend(
+_Validator = validators.extend(  # type: ignore[no-untyped-call]
     Draft202012Validator,
     type_checker=Draft202012Validator.TYPE_CHECKER.redefine(
         "array", lambda _checker, instance: isinstance(instance, (list, tuple))
@@ -114,10 +114,11 @@ def _problem(error: ValidationError) -> str:
     """A short sentence for ``error`` (all missing fields of its object when it is one)."""
     field = error.path[-1] if error.path else None
     if error.validator == "required" and isinstance(error.instance, dict):
-        missing = [str(f) for f in error.validator_value if f not in error.instance]
+        required: list[str] = list(cast(list[str], error.validator_value))
+        missing = [str(f) for f in required if f not in error.instance]
         return f"missing field(s) {', '.join(missing)}"
     if error.validator == "type" and field is not None:
-        types = error.validator_value
+        types = cast(str | list[str], error.validator_value)
         words = " or ".join(
             _TYPE_WORDS.get(t, t) for t in ([types] if isinstance(types, str) else types)
         )
@@ -131,7 +132,7 @@ def _problem(error: ValidationError) -> str:
             else field
         )
         return f"unknown {name} {error.instance!r} (expected one of {error.validator_value!r})"
-    return error.message
+    return str(error.message)
 
 
 def validate(document: Any, schema_name: str) -> None:

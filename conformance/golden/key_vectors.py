@@ -529,7 +529,7 @@ def fs_and_s3(kv: OpVectors) -> None:
 
 
 def ipc(kv: OpVectors) -> None:
-    valid = [
+    valid: list[tuple[str, str, dict[str, Any]]] = [
         (
             "lookup-ws2",
             "lookup key (no worker_id), world 2, 2 chunks, groups [0, 1]",
