@@ -10,7 +10,7 @@ import json
 import shutil
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import nox
@@ -21,8 +21,9 @@ nox.options.default_venv_backend = "venv"
 
 TORCH_PIN = "torch==2.13.0"
 UPSTREAM_PIN = "lmcache==0.5.6"
-# The modules lmcache 0.5.6 imports on the paths we use (see shared/notes/upstream.md);
-# its declared dependencies pull in CUDA, so it is installed with --no-deps.
+# The modules lmcache 0.5.6 imports on the paths the suite and the bench use (found by
+# importing them in a clean environment); its declared dependencies pull in CUDA, so it is
+# installed with --no-deps.
 UPSTREAM_RUNTIME_DEPS = [
     "cachetools",
     "sortedcontainers",
@@ -66,7 +67,7 @@ def install(session: nox.Session, *extras: str, upstream: bool = False) -> None:
 
 @nox.session(**VENV)
 def lint(session: nox.Session) -> None:
-    """ruff (lint + format check) on everything, mypy --strict on reference_impl."""
+    """ruff (lint + format check) and mypy --strict on every package."""
     install(session, "lint")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
@@ -130,7 +131,7 @@ def report(session: nox.Session) -> None:
     session.install(*REAL_KV_EXTRA)
     runs = Path("reports/runs")
     runs.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     results = runs / f"conformance-{stamp}.json"
     # An unexpected conformance failure (exit 1) belongs in the report; the session still
     # fails afterwards so that nobody mistakes the run for a clean one.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -55,7 +55,7 @@ def validate_record(record: Mapping[str, Any]) -> None:
 
 def results_name(started: datetime, git_commit: str | None, counter: int = 0) -> str:
     """``bench-<YYYYmmddTHHMMSSZ>-<commit7>[-<counter>].jsonl`` (commit7 "nocommit" if unknown)."""
-    stamp = started.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = started.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
     commit7 = git_commit[:7] if git_commit else "nocommit"
     suffix = f"-{counter}" if counter else ""
     return f"bench-{stamp}-{commit7}{suffix}.jsonl"
@@ -73,7 +73,7 @@ class ResultsWriter:
         started: datetime | None = None,
         extra_header: Mapping[str, Any] | None = None,
     ) -> None:
-        self.started = started or datetime.now(timezone.utc)
+        self.started = started or datetime.now(UTC)
         out_dir.mkdir(parents=True, exist_ok=True)
         self.path, self._fh = _create_exclusive(out_dir, self.started, env.get("git_commit"))
         self.run_id = self.path.stem

@@ -1,6 +1,6 @@
 """``lmckv inspect``: one verdict per blob file, as a table or as JSON lines.
 
-Importing this module loads torch (through ``reference_impl.inspect_blob``), so the
+Importing this module loads torch (through ``reference_impl.kv_codec.inspection``), so the
 command line imports it only when ``inspect`` runs.
 """
 
@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from reference_impl.inspect_blob import inspect_bytes
+from reference_impl.kv_codec.inspection import inspect_bytes
 
 EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
 

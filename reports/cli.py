@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from reports.bench_section import accuracy_section, comparison_section, throughput_section
@@ -27,7 +27,7 @@ def _progress(message: str) -> None:
 def build(inputs: ReportInputs, out_dir: Path) -> Path:
     """Write index.html, its figures and tables into ``out_dir``; return the index path."""
     out = Output(out_dir)
-    generated = datetime.now(timezone.utc)
+    generated = datetime.now(UTC)
     spec_href = Path(os.path.relpath(SPEC, out_dir.resolve())).as_posix()
     _progress("conformance sections")
     conformance = matrix_section(inputs, out, spec_href)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import platform
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import matplotlib
@@ -64,7 +64,7 @@ def environment_section(inputs: ReportInputs, out: Output, generated: datetime) 
         for run in inputs.conformance
     ]
     builder = {
-        "generated (UTC)": generated.astimezone(timezone.utc).isoformat(timespec="seconds"),
+        "generated (UTC)": generated.astimezone(UTC).isoformat(timespec="seconds"),
         "python": platform.python_version(),
         "pandas": pd.__version__,
         "matplotlib": matplotlib.__version__,

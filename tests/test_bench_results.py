@@ -4,7 +4,7 @@ overwrites an earlier run."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -151,7 +151,7 @@ def test_pandas_reads_the_file(tiny_run: tuple[dict[str, Any], list], tmp_path: 
 
 
 def test_runs_never_overwrite_each_other(tmp_path: Path) -> None:
-    started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     env = {
         "cpu_model": "x",
         "cpu_count": 1,

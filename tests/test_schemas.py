@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -199,7 +199,7 @@ def test_bench_fixture_rows_validate(name: str) -> None:
 
 
 def test_freshly_written_rows_validate(tmp_path: Path) -> None:
-    started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     with ResultsWriter(tmp_path, mode="quick", env=ENV, started=started) as out:
         out.write(THROUGHPUT)
         out.write({"kind": "telemetry", "t_s": 0.1, "power_w": 400.0, "util_pct": 97.0})

@@ -33,7 +33,7 @@ def git_commit() -> str | None:
 
 def utc_now() -> str:
     """The current time, ISO 8601 in UTC, to the second."""
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def write_results(

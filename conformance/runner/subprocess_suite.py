@@ -27,13 +27,6 @@ class SuiteRun:
         """Node id -> outcome."""
         return {t["id"]: t["outcome"] for t in self.results.get("tests", [])}
 
-    def failed_must(self) -> list[str]:
-        return [
-            t["id"]
-            for t in self.results.get("tests", [])
-            if t["outcome"] == "fail" and t["level"] == "MUST"
-        ]
-
 
 def run_suite(
     impls: list[str],

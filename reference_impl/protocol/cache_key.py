@@ -300,10 +300,6 @@ class LayerCacheEngineKey(CacheEngineKey):
         layer = _write_decimal("layer_id", self.layer_id, minimum=0)
         return f"{self._prefix()}@{layer}{_render_tags(self.tags)}"
 
-    def split_layers(self, num_layers: int) -> list[LayerCacheEngineKey]:
-        """One LayerCacheEngineKey per layer ``0 .. num_layers - 1``."""
-        return [self._layer_key(layer_id) for layer_id in range(num_layers)]
-
     @staticmethod
     def from_string(s: str) -> LayerCacheEngineKey:
         """Parse the 6-field layer form plus tags."""
