@@ -171,10 +171,9 @@ class TesteeProcess:
 
     def stderr_tail(self, limit: int = STDERR_TAIL) -> str:
         """The last ``limit`` bytes the current (or last) testee wrote to stderr."""
-        self._log.flush()
-        size = self._log.seek(0, os.SEEK_END)
-        self._log.seek(max(0, size - limit))
-        return self._log.read().decode("utf-8", "replace")
+        fd = self._log.fileno()  # shared with the testee: pread leaves the offset alone
+        size = os.fstat(fd).st_size
+        return os.pread(fd, limit, max(0, size - limit)).decode("utf-8", "replace")
 
     # -- requests -------------------------------------------------------------------------
 
@@ -223,6 +222,8 @@ class TesteeProcess:
                         pending = self._write(proc, pending)
                         if not pending:
                             sel.unregister(key.fileobj)
+        if pending:  # the last reply came before its request was read
+            self._fail(FailureKind.PROTOCOL, "answered a request it had not read", replies[:-1])
         return replies
 
     def _take_line(self) -> bytes | None:
