@@ -17,9 +17,10 @@ from conformance.core import wire
 from conformance.core.error_names import CODEC_ERRORS, FAMILIES
 from conformance.core.golden_vectors import golden_file, vectors
 from conformance.core.operations import CAPABILITIES
+from conformance.core.testee_process import TesteeProcess
 from conformance.drivers.python_driver import PythonDriver, load_package
 from conformance.fuzz.decoders import TARGETS
-from conformance.fuzz.differential import StdioTestee, as_sent, compare
+from conformance.fuzz.differential import answer_all, as_sent, compare
 from conformance.fuzz.mutate import Plan, expand
 from conformance.testees.c.build import (
     STRICT_FLAGS,
@@ -52,15 +53,14 @@ def reference() -> PythonDriver:
 
 
 @pytest.fixture
-def testee(binary: Path) -> Iterator[StdioTestee]:
-    proc = StdioTestee([str(binary)], timeout=20)
-    yield proc
-    proc.close()
+def testee(binary: Path) -> Iterator[TesteeProcess]:
+    with TesteeProcess([str(binary)], timeout=20) as proc:
+        yield proc
 
 
-def ask(testee: StdioTestee, *requests: dict[str, Any]) -> list[Any]:
-    lines = [wire.dumps_line({"id": i, **r}).encode("ascii") for i, r in enumerate(requests, 1)]
-    return testee.run(lines)
+def ask(testee: TesteeProcess, *requests: dict[str, Any]) -> list[Any]:
+    """One answer per request: the reply, or the TesteeFailure of a request it failed."""
+    return answer_all(testee, list(requests))
 
 
 def test_build_is_strict_and_cached(binary: Path) -> None:
@@ -110,7 +110,7 @@ def test_build_error_names_the_compiler(monkeypatch: pytest.MonkeyPatch) -> None
         build_testee()
 
 
-def test_hello_declares_capabilities(testee: StdioTestee) -> None:
+def test_hello_declares_capabilities(testee: TesteeProcess) -> None:
     (hello,) = ask(testee, {"op": "hello", "protocol": 1})
     assert hello["ok"] and hello["name"] == "c" and hello["protocol"] == 1
     caps = set(hello["capabilities"])
@@ -198,7 +198,7 @@ def _requests() -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
-def test_answers_match_the_reference(testee: StdioTestee, reference: PythonDriver) -> None:
+def test_answers_match_the_reference(testee: TesteeProcess, reference: PythonDriver) -> None:
     requests = _requests()
     answers = ask(testee, *({"op": op, **fields} for op, fields in requests))
     for (op, fields), got in zip(requests, answers, strict=True):
@@ -208,18 +208,25 @@ def test_answers_match_the_reference(testee: StdioTestee, reference: PythonDrive
         assert compare(op, expected, got) is None, f"{op} {fields}: {got} vs {expected}"
 
 
-def test_protocol_errors(testee: StdioTestee) -> None:
+def test_protocol_errors(testee: TesteeProcess) -> None:
     unknown, missing = ask(
         testee, {"op": "codec.encode", "k": b"", "v": b""}, {"op": "key.s3.read"}
     )
     assert unknown["error"] == "UnsupportedOperation"
     assert missing["ok"] is False and missing["error"] == "BadRequest"
-    (garbage,) = testee.run([b"this is not json\n"])
-    assert isinstance(garbage, dict)
-    assert garbage["ok"] is False and garbage["id"] is None
 
 
-def test_large_request_line(testee: StdioTestee, reference: PythonDriver) -> None:
+def test_unreadable_line_is_a_bad_request(binary: Path) -> None:
+    """A line that is not JSON is answered BadRequest with a null id (the client never
+    sends one, so this speaks to the testee directly)."""
+    out = subprocess.run(
+        [str(binary)], input=b"this is not json\n", capture_output=True, timeout=20, check=True
+    )
+    garbage = wire.loads_line(out.stdout.decode("utf-8"))
+    assert garbage["ok"] is False and garbage["error"] == "BadRequest" and garbage["id"] is None
+
+
+def test_large_request_line(testee: TesteeProcess, reference: PythonDriver) -> None:
     """A 1 MiB blob (2 MiB of hex on one line) is read and answered like any other."""
     blob = bytes(range(256)) * 4096
     (got,) = ask(testee, {"op": "codec.parse", "blob": blob})
@@ -270,12 +277,10 @@ def test_sanitized_build_survives_mutated_inputs() -> None:
     reason = sanitizers_available()
     if reason is not None:
         pytest.skip(f"no sanitizer build here: {reason}")
-    proc = StdioTestee([str(build_testee(sanitize=True))], sanitizer_env(), timeout=30)
-    try:
-        requests = _mutants(400)
+    requests = _mutants(400)
+    argv = [str(build_testee(sanitize=True))]
+    with TesteeProcess(argv, env=sanitizer_env(), timeout=30) as proc:
         answers = ask(proc, *({"op": op, **fields} for op, fields in requests))
-    finally:
-        proc.close()
     for (op, _), got in zip(requests, answers, strict=True):
-        assert isinstance(got, dict), f"{op}: {got[0]}: {got[1]}"
+        assert isinstance(got, dict), f"{op}: {got.kind.value}: {got}\n{got.stderr}"
         assert got["ok"] or got["error"] in ERROR_NAMES, f"{op}: {got}"

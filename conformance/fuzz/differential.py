@@ -3,22 +3,23 @@ the suite's Python driver) and to the testee over its stdio protocol, in batches
 
 Responses come back in request order, so when the testee dies or stalls, the first
 unanswered request is the one it died on: that input is recorded (with the sanitizer's
-report from stderr) and a fresh process takes the rest of the batch.
+report from stderr) under the finding kind of the failure (``TESTEE_KINDS``) and a fresh
+process takes the rest of the batch.
 """
 
 from __future__ import annotations
 
-import os
-import select
-import subprocess
-import tempfile
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from conformance.core import wire
 from conformance.core.error_names import RAW_PREFIX, family_of, op_family
+from conformance.core.testee_process import TesteeFailure, TesteeProcess
 from conformance.drivers.base import Driver
+from conformance.fuzz.findings import TESTEE_KINDS
+
+#: How much of the testee's stderr a finding keeps (bytes, from the end).
+STDERR_QUOTE = 3000
 
 #: Error names of the suite's driver for a text that is not JSON (key.encoded.read): the
 #: driver parses the text before the reference sees it, so these are plain rejections.
@@ -27,102 +28,6 @@ JSON_LAYER_ERRORS = (
     "raw:builtins.RecursionError",
     "raw:builtins.ValueError",
 )
-
-
-class StdioTestee:
-    """One testee process answering batches of requests."""
-
-    def __init__(
-        self, argv: list[str], env: Mapping[str, str] | None = None, timeout: float = 10.0
-    ) -> None:
-        self.argv = argv
-        self.env = dict(env) if env is not None else None
-        self.timeout = timeout
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process
-
-    def _start(self) -> subprocess.Popen[bytes]:
-        self.stderr.seek(0)
-        self.stderr.truncate()
-        return subprocess.Popen(
-            self.argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.stderr,
-            env=self.env,
-            bufsize=0,
-        )
-
-    def close(self) -> None:
-        if self.proc is not None:
-            assert self.proc.stdin is not None
-            try:
-                self.proc.stdin.close()
-                self.proc.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
-                self.proc.wait()
-            self.proc = None
-
-    def _stderr_tail(self) -> str:
-        self.stderr.seek(0)
-        return self.stderr.read()[-3000:].decode("utf-8", "replace")
-
-    def _kill(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
-            self.proc = None
-
-    def run(self, lines: list[bytes]) -> list[dict[str, Any] | tuple[str, str]]:
-        """One response per line: a parsed object, or ``(kind, detail)`` for a request the
-        testee died on (``c-crash``), stalled on (``c-hang``) or answered badly
-        (``c-protocol``)."""
-        out: list[dict[str, Any] | tuple[str, str]] = []
-        while len(out) < len(lines):
-            out.extend(self._run_until_failure(lines[len(out) :]))
-        return out
-
-    def _run_until_failure(self, lines: list[bytes]) -> list[dict[str, Any] | tuple[str, str]]:
-        if self.proc is None or self.proc.poll() is not None:
-            self.proc = self._start()
-        proc = self.proc
-        assert proc.stdin is not None and proc.stdout is not None
-
-        def feed() -> None:
-            try:
-                proc.stdin.write(b"".join(lines))  # type: ignore[union-attr]
-                proc.stdin.flush()  # type: ignore[union-attr]
-            except (BrokenPipeError, OSError):
-                pass
-
-        writer = threading.Thread(target=feed, daemon=True)
-        writer.start()
-        fd = proc.stdout.fileno()
-        pending = b""
-        out: list[dict[str, Any] | tuple[str, str]] = []
-        try:
-            while len(out) < len(lines):
-                ready, _, _ = select.select([fd], [], [], self.timeout)
-                if not ready:
-                    self._kill()
-                    return [*out, ("c-hang", f"no answer within {self.timeout} s")]
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    code = proc.wait()
-                    self.proc = None
-                    return [*out, ("c-crash", f"exit status {code}\n{self._stderr_tail()}")]
-                pending += chunk
-                *complete, pending = pending.split(b"\n")
-                for line in complete:
-                    try:
-                        out.append(wire.loads_line(line.decode("utf-8")))
-                    except (wire.WireError, UnicodeDecodeError) as exc:
-                        self._kill()
-                        return [*out, ("c-protocol", f"{exc}: {line[:300]!r}")]
-        finally:
-            writer.join(timeout=self.timeout)
-        return out
 
 
 def compare(op: str, ref: dict[str, Any], got: dict[str, Any]) -> str | None:
@@ -180,6 +85,26 @@ def pending_reason(op: str, ref: dict[str, Any], got: dict[str, Any]) -> str | N
     return next((name for name, (_, match) in PENDING.items() if match(op, ref, got)), None)
 
 
+def answer_all(
+    process: TesteeProcess, requests: list[dict[str, Any]]
+) -> list[dict[str, Any] | TesteeFailure]:
+    """One answer per request: its reply, or the failure of the request the testee died
+    on, stalled on or answered badly; a fresh process takes the requests after it."""
+    answers: list[dict[str, Any] | TesteeFailure] = []
+    while len(answers) < len(requests):
+        try:
+            answers += process.exchange(requests[len(answers) :])
+        except TesteeFailure as failure:
+            answers += [*failure.answered, failure]
+    return answers
+
+
+def finding_detail(op: str, failure: TesteeFailure) -> str:
+    """A testee failure as a finding's detail: what happened, then the stderr's tail."""
+    tail = failure.stderr[-STDERR_QUOTE:]
+    return f"{op}: {failure}\n{tail}" if tail else f"{op}: {failure}"
+
+
 def as_sent(result: dict[str, Any]) -> dict[str, Any]:
     """The reference's result as the suite receives a testee's: through the wire encoding,
     so that what the wire cannot carry (see the findings draft: a list holding one empty
@@ -199,7 +124,7 @@ class Differential:
         timeout: float = 10.0,
     ) -> None:
         self.reference = reference
-        self.process = StdioTestee(argv, env, timeout)
+        self.process = TesteeProcess(argv, env=env, timeout=timeout)
         self.batch = batch
         self.buffer: list[tuple[bytes, str, dict[str, Any]]] = []
         self.compared = 0
@@ -215,16 +140,12 @@ class Differential:
         items, self.buffer = self.buffer, []
         if not items:
             return []
-        lines = [
-            wire.dumps_line({"id": i, "op": op, **fields}).encode("utf-8", "surrogatepass")
-            for i, (_, op, fields) in enumerate(items)
-        ]
-        answers = self.process.run(lines)
+        answers = answer_all(self.process, [{"op": op, **fields} for _, op, fields in items])
         failures = []
         for (data, op, fields), answer in zip(items, answers, strict=True):
             self.compared += 1
-            if isinstance(answer, tuple):
-                failures.append((answer[0], f"{op}: {answer[1]}", data))
+            if isinstance(answer, TesteeFailure):
+                failures.append((TESTEE_KINDS[answer.kind], finding_detail(op, answer), data))
                 continue
             ref = as_sent(self.reference.call(op, **fields))
             problem = compare(op, ref, answer)

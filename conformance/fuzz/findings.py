@@ -13,6 +13,15 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from conformance.core.testee_process import FailureKind
+
+#: The finding kind of each way the C testee can fail a request.
+TESTEE_KINDS = {
+    FailureKind.CRASH: "c-crash",  # it died (sanitizer report, allocation cap, signal)
+    FailureKind.TIMEOUT: "c-hang",  # it did not answer in time
+    FailureKind.PROTOCOL: "c-protocol",  # it broke the stdio protocol
+}
+
 #: The kinds of property violation.
 KINDS = (
     "escape",  # an exception outside the decoder's documented error classes
@@ -20,9 +29,7 @@ KINDS = (
     "alloc",  # the decoder allocated more than the bound for the input's size
     "roundtrip",  # a valid input did not survive write-after-read, or an oracle failed
     "disagree",  # the reference and the C testee disagree on the input
-    "c-crash",  # the C testee died (sanitizer report, allocation cap, signal)
-    "c-hang",  # the C testee did not answer in time
-    "c-protocol",  # the C testee broke the stdio protocol
+    *TESTEE_KINDS.values(),
 )
 
 _NUMBERS = re.compile(r"\d+")

@@ -17,7 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from conformance.core.testee_process import FailureKind
 from conformance.fuzz.decoders import TARGETS
+from conformance.fuzz.findings import TESTEE_KINDS
 
 NAME = "c.decoders"
 
@@ -92,7 +94,7 @@ def run(seconds: float, runs: int, out: Path) -> dict[str, Any]:
         "c_compared": 0,
         "findings": [
             {
-                "kind": "c-crash",
+                "kind": TESTEE_KINDS[FailureKind.CRASH],
                 "detail": f"libFuzzer artifact {p.name}; see {log}",
                 "count": 1,
                 "input_hex": p.read_bytes()[:4096].hex(),
