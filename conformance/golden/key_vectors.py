@@ -75,7 +75,7 @@ def ckey(
     }
 
 
-def cache_keys(kv: OpVectors) -> None:
+def cache_keys(vectors: OpVectors) -> None:
     valid = [
         ("plain", "KEY-CACHE-FORM", "five fields", ckey(), []),
         ("layer", "KEY-CACHE-LAYER", "layer id 31", ckey(layer_id=31), ["layer"]),
@@ -118,10 +118,10 @@ def cache_keys(kv: OpVectors) -> None:
         ),
     ]
     for name, rule, comment, fields, flags in valid:
-        got = kv.add(
+        got = vectors.add(
             f"key-cache-write-{name}", rule, comment, "key.cache.write", fields, flags=flags
         )
-        kv.add(
+        vectors.add(
             f"key-cache-read-{name}",
             rule,
             comment,
@@ -170,7 +170,7 @@ def cache_keys(kv: OpVectors) -> None:
         ),
     ]
     for name, rule, comment, text, flags in bad_reads:
-        kv.add(
+        vectors.add(
             f"key-cache-read-{name}",
             rule,
             comment,
@@ -192,7 +192,7 @@ def cache_keys(kv: OpVectors) -> None:
         ("tag-name-percent", "KEY-CACHE-TAG", "tag name 'a%b'", ckey(tags=[("a%b", "1")])),
     ]
     for name, rule, comment, fields in bad_writes:
-        kv.add(
+        vectors.add(
             f"key-cache-write-{name}",
             rule,
             comment,
@@ -204,7 +204,7 @@ def cache_keys(kv: OpVectors) -> None:
         )
 
 
-def object_keys(kv: OpVectors) -> None:
+def object_keys(vectors: OpVectors) -> None:
     valid = [
         ("default", "KEY-MODEL-CHARS", "an ordinary key", okey(), []),
         ("empty-hash", "KEY-HASH-BYTES", "an empty chunk hash", okey(chunk_hash=b""), []),
@@ -226,7 +226,7 @@ def object_keys(kv: OpVectors) -> None:
         ("group-large", "KEY-GROUP-RANGE", "object_group_id 2^40", okey(object_group_id=2**40), []),
     ]
     for name, rule, comment, fields, flags in valid:
-        kv.add(f"key-object-{name}", rule, comment, "key.object.new", fields, flags=flags)
+        vectors.add(f"key-object-{name}", rule, comment, "key.object.new", fields, flags=flags)
     invalid = [
         ("model-at", "KEY-MODEL-CHARS", "model name with '@'", okey(model_name="a@b")),
         ("model-nul", "KEY-MODEL-CHARS", "model name with NUL", okey(model_name="a\0b")),
@@ -240,7 +240,7 @@ def object_keys(kv: OpVectors) -> None:
         ("rank-33-bits", "KEY-KVRANK-WIDTH", "kv_rank 2^32", okey(kv_rank=2**32)),
     ]
     for name, rule, comment, fields in invalid:
-        kv.add(
+        vectors.add(
             f"key-object-{name}",
             rule,
             comment,
@@ -252,7 +252,7 @@ def object_keys(kv: OpVectors) -> None:
         )
 
 
-def kv_ranks(kv: OpVectors) -> None:
+def kv_ranks(vectors: OpVectors) -> None:
     valid = [
         ("tp4-pp2-worker5", (8, 5, 4, 1), "TP=4 PP=2, TP worker 1 on node 1: 0x08050401"),
         ("single", (1, 0, 1, 0), "one worker"),
@@ -260,7 +260,7 @@ def kv_ranks(kv: OpVectors) -> None:
         ("zeros", (0, 0, 0, 0), "all zero"),
     ]
     for name, (ws, gr, lws, lr), comment in valid:
-        kv.add(
+        vectors.add(
             f"key-kv-rank-{name}",
             "KEY-KVRANK-PACK",
             comment,
@@ -275,7 +275,7 @@ def kv_ranks(kv: OpVectors) -> None:
         ("negative", (-1, 0, 1, 0), "world_size -1"),
     ]
     for name, (ws, gr, lws, lr), comment in invalid:
-        kv.add(
+        vectors.add(
             f"key-kv-rank-{name}",
             "KEY-KVRANK-RANGE",
             comment,
@@ -287,9 +287,9 @@ def kv_ranks(kv: OpVectors) -> None:
         )
 
 
-def encoded_keys(kv: OpVectors) -> None:
+def encoded_keys(vectors: OpVectors) -> None:
     for name, fields in [("default", okey()), ("salted", okey(cache_salt="u1", object_group_id=3))]:
-        kv.add(
+        vectors.add(
             f"key-encoded-write-{name}",
             "KEY-ENCODED-FIELDS",
             "ObjectKey -> EncodedObjectKey JSON object",
@@ -317,7 +317,7 @@ def encoded_keys(kv: OpVectors) -> None:
         ),
     ]
     for name, comment, text in valid:
-        kv.add(
+        vectors.add(
             f"key-encoded-read-{name}",
             "KEY-ENCODED-FIELDS",
             comment,
@@ -372,7 +372,7 @@ def encoded_keys(kv: OpVectors) -> None:
         ("model-at", "KEY-MODEL-CHARS", "model_name 'a@b'", doc(**{**full, "model_name": "a@b"})),
     ]
     for name, rule, comment, text in invalid:
-        kv.add(
+        vectors.add(
             f"key-encoded-read-{name}",
             rule,
             comment,
@@ -384,7 +384,7 @@ def encoded_keys(kv: OpVectors) -> None:
         )
 
 
-def fs_and_s3(kv: OpVectors) -> None:
+def fs_and_s3(vectors: OpVectors) -> None:
     keys = [
         ("default", okey(), []),
         ("salted", okey(cache_salt="tenant-7", object_group_id=0x1F), ["salt"]),
@@ -398,7 +398,7 @@ def fs_and_s3(kv: OpVectors) -> None:
         ("s3", "key.s3.write", "key.s3.read", "object_name", "KEY-STRING-FORM"),
     ]:
         for name, fields, flags in keys:
-            got = kv.add(
+            got = vectors.add(
                 f"key-{form}-write-{name}",
                 rule,
                 f"{form} form of the {name} key",
@@ -406,7 +406,7 @@ def fs_and_s3(kv: OpVectors) -> None:
                 fields,
                 flags=flags,
             )
-            kv.add(
+            vectors.add(
                 f"key-{form}-read-{name}",
                 rule,
                 f"{form} form of the {name} key read back",
@@ -428,7 +428,7 @@ def fs_and_s3(kv: OpVectors) -> None:
         ("raw-slash", "KEY-FS-FORM", "a raw '/' in the model field", "a/b@0x08050401@0@0123.data"),
     ]
     for name, rule, comment, text in fs_bad:
-        kv.add(
+        vectors.add(
             f"key-fs-read-{name}",
             rule,
             comment,
@@ -438,7 +438,7 @@ def fs_and_s3(kv: OpVectors) -> None:
             error=KEYS,
             flags=["lenient-parse"],
         )
-    kv.add(
+    vectors.add(
         "key-fs-read-sep-unescaped",
         "KEY-FS-FORM",
         "'-SEP-' in a filename reads as '/'",
@@ -456,7 +456,7 @@ def fs_and_s3(kv: OpVectors) -> None:
         ("six-fields", "KEY-STRING-FORM", "six fields", "m@08050401@0@0123@s@t"),
     ]
     for name, rule, comment, text in s3_bad:
-        kv.add(
+        vectors.add(
             f"key-s3-read-{name}",
             rule,
             comment,
@@ -466,7 +466,7 @@ def fs_and_s3(kv: OpVectors) -> None:
             error=KEYS,
             flags=["lenient-parse"],
         )
-    kv.add(
+    vectors.add(
         "key-fs-write-sep-in-model",
         "KEY-FS-SEP-ALIAS",
         "model 'a-SEP-b' would read back as 'a/b'",
@@ -476,7 +476,7 @@ def fs_and_s3(kv: OpVectors) -> None:
         error=KEYS,
         flags=["sep-alias"],
     )
-    kv.add(
+    vectors.add(
         "key-fs-write-sep-touching-slash",
         "KEY-FS-SEP-ALIAS",
         "model 'a-SEP/b' escapes to 'a-SEP-SEP-b', which reads back as 'a/SEP-b'",
@@ -486,7 +486,7 @@ def fs_and_s3(kv: OpVectors) -> None:
         error=KEYS,
         flags=["sep-alias"],
     )
-    kv.add(
+    vectors.add(
         "key-fs-write-name-max",
         "KEY-FS-NAME-MAX",
         "a filename of more than 255 bytes",
@@ -496,7 +496,7 @@ def fs_and_s3(kv: OpVectors) -> None:
         error=KEYS,
         flags=["name-max"],
     )
-    kv.add_distinct(
+    vectors.add_distinct(
         "key-fs-distinct-sep-vs-slash",
         "KEY-FS-SEP-ALIAS",
         "'a-SEP-b' and 'a/b' must not share a filename",
@@ -505,7 +505,7 @@ def fs_and_s3(kv: OpVectors) -> None:
         "filename",
         ["collision", "sep-alias"],
     )
-    kv.add_distinct(
+    vectors.add_distinct(
         "key-fs-distinct-sep-touching",
         "KEY-FS-SEP-ALIAS",
         "'a-SEP/b' and 'a/SEP-b' must not share a filename",
@@ -514,7 +514,7 @@ def fs_and_s3(kv: OpVectors) -> None:
         "filename",
         ["collision", "sep-alias"],
     )
-    kv.add_distinct(
+    vectors.add_distinct(
         "key-kv-rank-distinct-wrap",
         "KEY-KVRANK-RANGE",
         "ranks packed from (1, 256, 1, 0) and (1, 0, 1, 0) must not share a file",
@@ -528,7 +528,7 @@ def fs_and_s3(kv: OpVectors) -> None:
     )
 
 
-def ipc(kv: OpVectors) -> None:
+def ipc(vectors: OpVectors) -> None:
     valid: list[tuple[str, str, dict[str, Any]]] = [
         (
             "lookup-ws2",
@@ -558,7 +558,7 @@ def ipc(kv: OpVectors) -> None:
     ]
     base = {"model_name": "org/m", "cache_salt": "", "chunk_hashes": [H1, H2]}
     for name, comment, fields in valid:
-        kv.add(
+        vectors.add(
             f"key-ipc-{name}",
             "KEY-IPC-FANOUT",
             comment,
@@ -572,7 +572,7 @@ def ipc(kv: OpVectors) -> None:
         ("world-256", "world_size 256", {"world_size": 256, "worker_id": 0}),
     ]
     for name, comment, fields in invalid:
-        kv.add(
+        vectors.add(
             f"key-ipc-{name}",
             "KEY-IPC-WORKER",
             comment,
@@ -584,7 +584,7 @@ def ipc(kv: OpVectors) -> None:
         )
 
 
-def group_and_text_limits(kv: OpVectors) -> None:
+def group_and_text_limits(vectors: OpVectors) -> None:
     """object_group_id above 2^63 - 1 in every form (KEY-GROUP-RANGE), a filename whose
     salt bytes are not UTF-8 (KEY-SALT-CHARS), and a fan-out over an absurd world size that
     must be refused before anything is sized by it (KEY-IPC-WORKER)."""
@@ -630,7 +630,7 @@ def group_and_text_limits(kv: OpVectors) -> None:
         ),
     ]
     for vid, comment, op, request, flags in group_cases:
-        kv.add(
+        vectors.add(
             vid,
             "KEY-GROUP-RANGE",
             comment,
@@ -640,7 +640,7 @@ def group_and_text_limits(kv: OpVectors) -> None:
             error=KEYS,
             flags=["above-int64", *flags],
         )
-    kv.add(
+    vectors.add(
         "key-fs-salt-not-utf8",
         "KEY-SALT-CHARS",
         "filename m@0x00000001@0@00@s<e1>lt.data: the salt byte e1 is not UTF-8 (read by "
@@ -651,7 +651,7 @@ def group_and_text_limits(kv: OpVectors) -> None:
         error=KEYS,
         flags=["not-unicode", "salt"],
     )
-    kv.add(
+    vectors.add(
         "key-ipc-world-size-huge",
         "KEY-IPC-WORKER",
         "lookup key (no worker_id) in a world of 10^10: refused before a fan-out list of "
@@ -672,12 +672,12 @@ def group_and_text_limits(kv: OpVectors) -> None:
 
 
 def build(files: FileSet, driver: Any) -> OpVectors:
-    kv = OpVectors(files, "keys", driver)
-    cache_keys(kv)
-    object_keys(kv)
-    kv_ranks(kv)
-    encoded_keys(kv)
-    fs_and_s3(kv)
-    ipc(kv)
-    group_and_text_limits(kv)
-    return kv
+    vectors = OpVectors(files, "keys", driver)
+    cache_keys(vectors)
+    object_keys(vectors)
+    kv_ranks(vectors)
+    encoded_keys(vectors)
+    fs_and_s3(vectors)
+    ipc(vectors)
+    group_and_text_limits(vectors)
+    return vectors
