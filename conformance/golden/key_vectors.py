@@ -1,6 +1,7 @@
 """Key vectors (golden_blobs/v1/keys.json): CacheEngineKey strings, ObjectKey invariants,
 kv_rank packing, EncodedObjectKey JSON, FS filenames, S3/native object names, IPC fan-out,
-and pairs of keys that must not share a name.
+pairs of keys that must not share a name, and the attention-window and memory-layout
+descriptors that travel with keys.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ NOTES = {
     "not-unicode": "Text that is not Unicode (a lone surrogate: filename bytes that are not "
     "UTF-8, as os.listdir returns them).",
     "allocation": "A count an unchecked implementation would allocate by.",
+    "window": "Per-object-group attention windows (AttnWindowDesc).",
+    "layout": "Per-group shapes and dtypes (MemoryLayoutDesc).",
 }
 INT64_MAX = 2**63 - 1
 
@@ -584,10 +587,9 @@ def ipc(vectors: OpVectors) -> None:
         )
 
 
-def group_and_text_limits(vectors: OpVectors) -> None:
-    """object_group_id above 2^63 - 1 in every form (KEY-GROUP-RANGE), a filename whose
-    salt bytes are not UTF-8 (KEY-SALT-CHARS), and a fan-out over an absurd world size that
-    must be refused before anything is sized by it (KEY-IPC-WORKER)."""
+def group_and_world_limits(vectors: OpVectors) -> None:
+    """object_group_id above 2^63 - 1 in every form (KEY-GROUP-RANGE), and a fan-out over an
+    absurd world size that must be refused before anything is sized by it (KEY-IPC-WORKER)."""
     above = INT64_MAX + 1
     group_cases: list[tuple[str, str, str, dict[str, Any], list[str]]] = [
         (
@@ -641,17 +643,6 @@ def group_and_text_limits(vectors: OpVectors) -> None:
             flags=["above-int64", *flags],
         )
     vectors.add(
-        "key-fs-salt-not-utf8",
-        "KEY-SALT-CHARS",
-        "filename m@0x00000001@0@00@s<e1>lt.data: the salt byte e1 is not UTF-8 (read by "
-        "os.listdir as the lone surrogate U+DCE1), so the name is not a key file",
-        "key.fs.read",
-        {"filename": "m@0x00000001@0@00@s\udce1lt.data"},
-        result="invalid",
-        error=KEYS,
-        flags=["not-unicode", "salt"],
-    )
-    vectors.add(
         "key-ipc-world-size-huge",
         "KEY-IPC-WORKER",
         "lookup key (no worker_id) in a world of 10^10: refused before a fan-out list of "
@@ -671,6 +662,200 @@ def group_and_text_limits(vectors: OpVectors) -> None:
     )
 
 
+def text_unicode(vectors: OpVectors) -> None:
+    """KEY-TEXT-UNICODE: model_name and cache_salt are Unicode text, UTF-8 in every form.
+    Text that is not (a lone surrogate, as os.listdir hands over filename bytes that are
+    not UTF-8) is refused by ObjectKey and rejected by every reader; a character outside
+    the Basic Multilingual Plane (4 UTF-8 bytes) round-trips."""
+    astral = okey(model_name="org/m\U0001f600", cache_salt="s\U0001d11e")
+    for form, write_op, read_op, out in [
+        ("fs", "key.fs.write", "key.fs.read", "filename"),
+        ("s3", "key.s3.write", "key.s3.read", "object_name"),
+    ]:
+        got = vectors.add(
+            f"key-{form}-write-astral",
+            "KEY-TEXT-UNICODE",
+            f"{form} form of a key whose model and salt hold characters above U+FFFF",
+            write_op,
+            astral,
+            flags=["unicode", "salt"],
+        )
+        vectors.add(
+            f"key-{form}-read-astral",
+            "KEY-TEXT-UNICODE",
+            f"{form} form of a key whose model and salt hold characters above U+FFFF, read back",
+            read_op,
+            {out: got[out]},
+            flags=["unicode", "salt"],
+        )
+    lone = "\udce1"
+    invalid: list[tuple[str, str, str, dict[str, Any], list[str]]] = [
+        (
+            "key-object-model-surrogate",
+            "model_name 'm' U+DCE1 'x': a lone surrogate is not Unicode text",
+            "key.object.new",
+            okey(model_name=f"m{lone}x"),
+            ["invariant"],
+        ),
+        (
+            "key-object-salt-surrogate",
+            "cache_salt 's' U+DCE1: a lone surrogate is not Unicode text",
+            "key.object.new",
+            okey(cache_salt=f"s{lone}"),
+            ["invariant", "salt"],
+        ),
+        (
+            "key-fs-salt-not-utf8",
+            "filename m@0x00000001@0@00@s<e1>lt.data: the salt byte e1 is not UTF-8 (read by "
+            "os.listdir as the lone surrogate U+DCE1), so the name is not a key file",
+            "key.fs.read",
+            {"filename": f"m@0x00000001@0@00@s{lone}lt.data"},
+            ["salt"],
+        ),
+        (
+            "key-fs-model-not-utf8",
+            "filename m<e1>@0x00000001@0@00.data: the model byte e1 is not UTF-8",
+            "key.fs.read",
+            {"filename": f"m{lone}@0x00000001@0@00.data"},
+            [],
+        ),
+        (
+            "key-s3-model-not-utf8",
+            "object name m<e1>@00000001@0@00: the model byte e1 is not UTF-8",
+            "key.s3.read",
+            {"object_name": f"m{lone}@00000001@0@00"},
+            [],
+        ),
+        (
+            "key-encoded-model-surrogate",
+            "EncodedObjectKey JSON whose model_name is the escape \\udce1 (a lone surrogate)",
+            "key.encoded.read",
+            {
+                "json_text": json.dumps(
+                    {"chunk_hash_hex": "00", "kv_rank": 1, "model_name": f"m{lone}"},
+                    sort_keys=True,
+                )
+            },
+            ["json"],
+        ),
+    ]
+    for vid, comment, op, request, flags in invalid:
+        vectors.add(
+            vid,
+            "KEY-TEXT-UNICODE",
+            comment,
+            op,
+            request,
+            result="invalid",
+            error=KEYS,
+            flags=["not-unicode", *flags],
+        )
+
+
+def windows(vectors: OpVectors) -> None:
+    """AttnWindowDesc: window values and group indices (KEY-WINDOW-VALUES) and the chunks
+    a group needs for a hit (KEY-WINDOW-HIT)."""
+    mixed = [-1, 4, 1]
+    for group, comment in [
+        (0, "group 0 of [-1, 4, 1]: full attention"),
+        (1, "group 1 of [-1, 4, 1]: a sliding window of 4 chunks"),
+        (2, "group 2 of [-1, 4, 1]: a recurrent state (window 1)"),
+    ]:
+        vectors.add(
+            f"key-window-group-{group}",
+            "KEY-WINDOW-VALUES",
+            comment,
+            "key.window",
+            {"windows": mixed, "object_group_id": group},
+            flags=["window"],
+        )
+    bad_windows: list[tuple[str, str, list[int], int]] = [
+        ("zero", "window 0 (neither full attention nor a window)", [0], 0),
+        ("minus-2", "window -2", [-2], 0),
+        ("zero-after-valid", "windows [-1, 0]: the second is 0", [-1, 0], 0),
+        ("group-past-end", "group 3 of a 3-group descriptor", mixed, 3),
+        ("group-negative", "group -1 (not 'the last group')", mixed, -1),
+    ]
+    for name, comment, values, group in bad_windows:
+        vectors.add(
+            f"key-{name}",
+            "KEY-WINDOW-VALUES",
+            comment,
+            "key.window",
+            {"windows": values, "object_group_id": group},
+            result="invalid",
+            error=KEYS,
+            flags=["window"],
+        )
+    hits: list[tuple[str, str, list[int], int, int]] = [
+        ("full", "full attention, 5-chunk prefix: every chunk", [-1], 0, 5),
+        ("window-2-of-5", "window 2, 5-chunk prefix: chunks 3 and 4", [-1, 2], 1, 5),
+        ("window-8-of-3", "window 8, 3-chunk prefix: min(8, 3) = all 3", [8], 0, 3),
+        ("recurrent", "window 1, 4-chunk prefix: the last chunk only", [1], 0, 4),
+        ("empty-prefix", "window 2, empty prefix: no chunk", [2], 0, 0),
+        ("full-empty-prefix", "full attention, empty prefix: no chunk", [-1], 0, 0),
+    ]
+    for name, comment, values, group, prefix in hits:
+        vectors.add(
+            f"key-window-hit-{name}",
+            "KEY-WINDOW-HIT",
+            comment,
+            "key.window.hit",
+            {"windows": values, "object_group_id": group, "num_prefix_chunks": prefix},
+            flags=["window"],
+        )
+    vectors.add(
+        "key-hit-group-past-end",
+        "KEY-WINDOW-VALUES",
+        "the hit of group 1 of a 1-group descriptor",
+        "key.window.hit",
+        {"windows": [2], "object_group_id": 1, "num_prefix_chunks": 3},
+        result="invalid",
+        error=KEYS,
+        flags=["window"],
+    )
+
+
+def layouts(vectors: OpVectors) -> None:
+    """MemoryLayoutDesc: one dtype per shape (KEY-LAYOUT-LENGTHS)."""
+    valid: list[tuple[str, str, list[str], list[int], list[int]]] = [
+        (
+            "two-groups",
+            "bfloat16 [2, 8] and uint8 [16]",
+            ["bfloat16", "uint8"],
+            [2, 1],
+            [2, 8, 16],
+        ),
+        ("one-group", "float16 [4, 2, 16, 128]", ["float16"], [4], [4, 2, 16, 128]),
+        ("empty", "no groups", [], [], []),
+    ]
+    for name, comment, dtypes, ranks, dims in valid:
+        vectors.add(
+            f"key-layout-{name}",
+            "KEY-LAYOUT-LENGTHS",
+            comment,
+            "key.layout",
+            {"dtypes": dtypes, "shape_ranks": ranks, "shape_dims": dims},
+            flags=["layout"],
+        )
+    invalid: list[tuple[str, str, list[str], list[int], list[int]]] = [
+        ("more-dtypes", "two dtypes, one shape", ["bfloat16", "uint8"], [2], [2, 8]),
+        ("more-shapes", "one dtype, two shapes", ["bfloat16"], [2, 1], [2, 8, 16]),
+        ("no-dtypes", "no dtype, one shape", [], [1], [16]),
+    ]
+    for name, comment, dtypes, ranks, dims in invalid:
+        vectors.add(
+            f"key-{name}",
+            "KEY-LAYOUT-LENGTHS",
+            comment,
+            "key.layout",
+            {"dtypes": dtypes, "shape_ranks": ranks, "shape_dims": dims},
+            result="invalid",
+            error=KEYS,
+            flags=["layout"],
+        )
+
+
 def build(files: FileSet, driver: Any) -> OpVectors:
     vectors = OpVectors(files, "keys", driver)
     cache_keys(vectors)
@@ -679,5 +864,8 @@ def build(files: FileSet, driver: Any) -> OpVectors:
     encoded_keys(vectors)
     fs_and_s3(vectors)
     ipc(vectors)
-    group_and_text_limits(vectors)
+    group_and_world_limits(vectors)
+    text_unicode(vectors)
+    windows(vectors)
+    layouts(vectors)
     return vectors
