@@ -29,6 +29,9 @@ OPERATIONS: tuple[str, ...] = (
     "key.s3.write",
     "key.s3.read",
     "key.ipc",
+    "key.window",
+    "key.window.hit",
+    "key.layout",
 )
 
 #: Flag -> the operation whose optional request fields it covers.

@@ -2,7 +2,18 @@
 
 A rule has an id (``KV-CRC``), a level (MUST or SHOULD, RFC 2119), the anchor of the
 paragraph in ``reference_impl/SPEC.md`` that states it, and a one-line summary. The
-anchor is the rule id in lower case; SPEC.md states each rule under that anchor.
+anchor is the rule id in lower case; SPEC.md states each rule under that anchor, as
+``<a id="kv-crc"></a>**KV-CRC** (MUST)``.
+
+SPEC.md is the source of truth for which rules exist and their levels; this registry is a
+hand-kept index of it, checked in both directions by ``tests/test_suite_rules.py`` (every
+rule anchor of SPEC.md is registered with its level, every registered rule has its anchor).
+The registry is not parsed from SPEC.md at import time because the summaries here are
+one-line digests written for test reports, not text that can be cut out of SPEC.md's
+paragraphs (which run on with tables, grammars and examples), and because the plugin
+imports this module for every conformance run: a Markdown parse failure would break the
+whole suite, and SPEC.md would have to ship as package data, whereas a stale entry here
+fails one named test.
 """
 
 from __future__ import annotations
@@ -331,13 +342,18 @@ _RULES: tuple[Rule, ...] = (
     ),
     Rule("KEY-HASH-BYTES", MUST, "ObjectKey.chunk_hash is a byte string, possibly empty."),
     Rule("KEY-MODEL-CHARS", MUST, "ObjectKey.model_name holds neither '@' nor NUL."),
+    Rule("KEY-SALT-CHARS", MUST, "cache_salt holds none of '@', '/', '\\', NUL."),
     Rule(
-        "KEY-SALT-CHARS",
+        "KEY-SALT-LENGTH",
         MUST,
-        "cache_salt holds none of '@', '/', '\\', NUL, and (like model_name, "
-        "KEY-TEXT-UNICODE) is Unicode text: names whose bytes are not UTF-8 are rejected.",
+        "cache_salt is at most 128 characters (Unicode code points, not UTF-8 bytes).",
     ),
-    Rule("KEY-SALT-LENGTH", MUST, "cache_salt is at most 128 characters."),
+    Rule(
+        "KEY-TEXT-UNICODE",
+        MUST,
+        "model_name and cache_salt are Unicode text (no lone surrogates), UTF-8 in every "
+        "form; ObjectKey refuses other text and readers reject names whose bytes are not UTF-8.",
+    ),
     Rule("KEY-GROUP-RANGE", MUST, "object_group_id is an integer in 0..2^63-1."),
     Rule("KEY-KVRANK-WIDTH", MUST, "kv_rank is an integer in 0..2^32-1."),
     Rule(
@@ -398,6 +414,23 @@ _RULES: tuple[Rule, ...] = (
         "KEY-IPC-WORKER",
         MUST,
         "IPC world_size is 1..255 and worker_id, when present, 0..world_size-1.",
+    ),
+    Rule(
+        "KEY-WINDOW-VALUES",
+        MUST,
+        "Each attention window is -1 (full attention) or >= 1 chunks; 0, values below -1 "
+        "and a group index outside 0..groups-1 are refused.",
+    ),
+    Rule(
+        "KEY-WINDOW-HIT",
+        MUST,
+        "A group serves a hit for an N-chunk prefix when it holds chunks 0..N-1 (full "
+        "attention) or the last min(w, N) chunks N-min(w, N)..N-1 (window w).",
+    ),
+    Rule(
+        "KEY-LAYOUT-LENGTHS",
+        MUST,
+        "A memory layout descriptor has as many dtypes as shapes; others are refused.",
     ),
 )
 

@@ -126,6 +126,12 @@ FIELD_TYPES: dict[str, FieldType] = {
     "keys_object_group_id": T.INTS,
     "keys_model_name": T.TEXT_LIST,
     "keys_cache_salt": T.TEXT_LIST,
+    # descriptors
+    "windows": T.INTS,
+    "num_object_groups": T.INT,
+    "full_attention": T.BOOL,
+    "num_prefix_chunks": T.INT,
+    "required_chunks": T.INTS,
 }
 
 

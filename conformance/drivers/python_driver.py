@@ -32,8 +32,8 @@ from conformance.drivers.base import Driver, ImplInfo
 #: convention, which the reference follows); the key string carries the name without it.
 TAG_PREFIX = "lmcache.tag."
 _CODEC_NAMES = ("AsymK16V8Codec", "CodecHashes", "ScaleScope")
-#: Operation or capability flag prefix -> (module, public names it needs); longest prefix
-#: wins.
+#: Operation or capability flag prefix -> (module, public names it needs, dotted for an
+#: attribute of a public name); longest prefix wins.
 REQUIRED_NAMES: dict[str, tuple[str, tuple[str, ...]]] = {
     "codec.": ("kv_codec", _CODEC_NAMES),
     "codec.encode_scales": ("kv_codec", (*_CODEC_NAMES, "quantize_v_fp8")),
@@ -47,6 +47,9 @@ REQUIRED_NAMES: dict[str, tuple[str, tuple[str, ...]]] = {
     "key.fs.": ("keys", ("ObjectKey", "object_key_to_filename", "filename_to_object_key")),
     "key.s3.": ("keys", ("ObjectKey", "object_key_to_string", "string_to_object_key")),
     "key.ipc": ("keys", ("ipc_key_to_object_keys",)),
+    "key.window": ("keys", ("AttnWindowDesc",)),
+    "key.window.hit": ("keys", ("AttnWindowDesc.required_chunks",)),
+    "key.layout": ("keys", ("MemoryLayoutDesc",)),
 }
 
 
@@ -92,6 +95,16 @@ def _address_space_cap(headroom: int) -> Iterator[None]:
 
 class _Rejected(Exception):
     """A key reader returned None, its documented way to reject a name."""
+
+
+def _provides(module: Any, dotted: str) -> bool:
+    """Whether ``module`` has the public name ``dotted`` (``Class.method`` for a method)."""
+    value = module
+    for part in dotted.split("."):
+        if not hasattr(value, part):
+            return False
+        value = getattr(value, part)
+    return True
 
 
 def _own_error_classes(modules: list[types.ModuleType]) -> list[tuple[type, str]]:
@@ -150,7 +163,7 @@ class PythonDriver(Driver):
             prefix = max((p for p in REQUIRED_NAMES if op.startswith(p)), key=len)
             module_name, names = REQUIRED_NAMES[prefix]
             module = getattr(self, module_name)
-            if module is not None and all(hasattr(module, n) for n in names):
+            if module is not None and all(_provides(module, n) for n in names):
                 caps.append(op)
         return caps
 
@@ -217,6 +230,9 @@ class PythonDriver(Driver):
             "key.s3.write": self.op_key_s3_write,
             "key.s3.read": self.op_key_s3_read,
             "key.ipc": self.op_key_ipc,
+            "key.window": self.op_key_window,
+            "key.window.hit": self.op_key_window_hit,
+            "key.layout": self.op_key_layout,
         }
 
     # -- codec ----------------------------------------------------------------------------
@@ -564,6 +580,41 @@ class PythonDriver(Driver):
             "keys_object_group_id": [int(k.object_group_id) for k in flat],
             "keys_model_name": [k.model_name for k in flat],
             "keys_cache_salt": [k.cache_salt for k in flat],
+        }
+
+    # -- descriptors ----------------------------------------------------------------------
+
+    def op_key_window(self, windows: list[int], object_group_id: int) -> dict[str, Any]:
+        """KEY-WINDOW-VALUES: build an AttnWindowDesc and ask about one group."""
+        desc = self.keys.AttnWindowDesc(num_chunks_in_sw=list(windows))
+        return {
+            "num_object_groups": int(desc.num_object_groups),
+            "full_attention": bool(desc.is_full_attention(object_group_id)),
+        }
+
+    def op_key_window_hit(
+        self, windows: list[int], object_group_id: int, num_prefix_chunks: int
+    ) -> dict[str, Any]:
+        """KEY-WINDOW-HIT: the prefix chunks a group needs to serve a hit."""
+        desc = self.keys.AttnWindowDesc(num_chunks_in_sw=list(windows))
+        needed = desc.required_chunks(object_group_id, num_prefix_chunks)
+        return {"required_chunks": [int(c) for c in needed]}
+
+    def op_key_layout(
+        self, dtypes: list[str], shape_ranks: list[int], shape_dims: list[int]
+    ) -> dict[str, Any]:
+        """KEY-LAYOUT-LENGTHS: build a MemoryLayoutDesc from per-group shapes and dtypes."""
+        shapes, pos = [], 0
+        for rank in shape_ranks:
+            shapes.append(torch.Size(shape_dims[pos : pos + rank]))
+            pos += rank
+        desc = self.keys.MemoryLayoutDesc(
+            shapes=shapes, dtypes=[dtype_from_name(d) for d in dtypes]
+        )
+        return {
+            "dtypes": [dtype_name(d) for d in desc.dtypes],
+            "shape_ranks": [len(s) for s in desc.shapes],
+            "shape_dims": [int(d) for s in desc.shapes for d in s],
         }
 
 

@@ -6,7 +6,9 @@ the typed rejection of those formats; struct.error, KeyError, AssertionError, In
 TypeError, RuntimeError and UnicodeDecodeError do not.
 
 The codec and protocol modules already have the reference's names. The key forms live in
-private helpers of the L2 adapters, gathered here into one ``keys`` namespace. The S3
+private helpers of the L2 adapters, gathered here into one ``keys`` namespace with the
+descriptors of ``lmcache.v1.distributed.api``. Upstream's AttnWindowDesc has no
+``required_chunks``, so upstream does not declare ``key.window.hit`` (KEY-WINDOW-HIT). The S3
 adapter imports ``awscrt`` at module level only for its transport; when ``awscrt`` is not
 installed a placeholder module stands in for it, because the key helpers never touch it.
 """
@@ -76,6 +78,8 @@ def load_upstream(name: str = "upstream") -> PythonDriver:
         filename_to_object_key=fs._filename_to_object_key,
         object_key_to_string=s3._object_key_to_string,
         string_to_object_key=s3._string_to_object_key,
+        AttnWindowDesc=api.AttnWindowDesc,
+        MemoryLayoutDesc=api.MemoryLayoutDesc,
     )
     version = importlib.metadata.version("lmcache")
     return PythonDriver(name, kv_codec, protocol, keys, version=version, value_error_is_typed=True)

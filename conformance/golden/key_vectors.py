@@ -1,6 +1,7 @@
 """Key vectors (golden_blobs/v1/keys.json): CacheEngineKey strings, ObjectKey invariants,
 kv_rank packing, EncodedObjectKey JSON, FS filenames, S3/native object names, IPC fan-out,
-and pairs of keys that must not share a name.
+pairs of keys that must not share a name, and the attention-window and memory-layout
+descriptors that travel with keys.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ NOTES = {
     "not-unicode": "Text that is not Unicode (a lone surrogate: filename bytes that are not "
     "UTF-8, as os.listdir returns them).",
     "allocation": "A count an unchecked implementation would allocate by.",
+    "window": "Per-object-group attention windows (AttnWindowDesc).",
+    "layout": "Per-group shapes and dtypes (MemoryLayoutDesc).",
 }
 INT64_MAX = 2**63 - 1
 
@@ -75,7 +78,7 @@ def ckey(
     }
 
 
-def cache_keys(kv: OpVectors) -> None:
+def cache_keys(vectors: OpVectors) -> None:
     valid = [
         ("plain", "KEY-CACHE-FORM", "five fields", ckey(), []),
         ("layer", "KEY-CACHE-LAYER", "layer id 31", ckey(layer_id=31), ["layer"]),
@@ -118,10 +121,10 @@ def cache_keys(kv: OpVectors) -> None:
         ),
     ]
     for name, rule, comment, fields, flags in valid:
-        got = kv.add(
+        got = vectors.add(
             f"key-cache-write-{name}", rule, comment, "key.cache.write", fields, flags=flags
         )
-        kv.add(
+        vectors.add(
             f"key-cache-read-{name}",
             rule,
             comment,
@@ -170,7 +173,7 @@ def cache_keys(kv: OpVectors) -> None:
         ),
     ]
     for name, rule, comment, text, flags in bad_reads:
-        kv.add(
+        vectors.add(
             f"key-cache-read-{name}",
             rule,
             comment,
@@ -192,7 +195,7 @@ def cache_keys(kv: OpVectors) -> None:
         ("tag-name-percent", "KEY-CACHE-TAG", "tag name 'a%b'", ckey(tags=[("a%b", "1")])),
     ]
     for name, rule, comment, fields in bad_writes:
-        kv.add(
+        vectors.add(
             f"key-cache-write-{name}",
             rule,
             comment,
@@ -204,7 +207,7 @@ def cache_keys(kv: OpVectors) -> None:
         )
 
 
-def object_keys(kv: OpVectors) -> None:
+def object_keys(vectors: OpVectors) -> None:
     valid = [
         ("default", "KEY-MODEL-CHARS", "an ordinary key", okey(), []),
         ("empty-hash", "KEY-HASH-BYTES", "an empty chunk hash", okey(chunk_hash=b""), []),
@@ -226,7 +229,7 @@ def object_keys(kv: OpVectors) -> None:
         ("group-large", "KEY-GROUP-RANGE", "object_group_id 2^40", okey(object_group_id=2**40), []),
     ]
     for name, rule, comment, fields, flags in valid:
-        kv.add(f"key-object-{name}", rule, comment, "key.object.new", fields, flags=flags)
+        vectors.add(f"key-object-{name}", rule, comment, "key.object.new", fields, flags=flags)
     invalid = [
         ("model-at", "KEY-MODEL-CHARS", "model name with '@'", okey(model_name="a@b")),
         ("model-nul", "KEY-MODEL-CHARS", "model name with NUL", okey(model_name="a\0b")),
@@ -240,7 +243,7 @@ def object_keys(kv: OpVectors) -> None:
         ("rank-33-bits", "KEY-KVRANK-WIDTH", "kv_rank 2^32", okey(kv_rank=2**32)),
     ]
     for name, rule, comment, fields in invalid:
-        kv.add(
+        vectors.add(
             f"key-object-{name}",
             rule,
             comment,
@@ -252,7 +255,7 @@ def object_keys(kv: OpVectors) -> None:
         )
 
 
-def kv_ranks(kv: OpVectors) -> None:
+def kv_ranks(vectors: OpVectors) -> None:
     valid = [
         ("tp4-pp2-worker5", (8, 5, 4, 1), "TP=4 PP=2, TP worker 1 on node 1: 0x08050401"),
         ("single", (1, 0, 1, 0), "one worker"),
@@ -260,7 +263,7 @@ def kv_ranks(kv: OpVectors) -> None:
         ("zeros", (0, 0, 0, 0), "all zero"),
     ]
     for name, (ws, gr, lws, lr), comment in valid:
-        kv.add(
+        vectors.add(
             f"key-kv-rank-{name}",
             "KEY-KVRANK-PACK",
             comment,
@@ -275,7 +278,7 @@ def kv_ranks(kv: OpVectors) -> None:
         ("negative", (-1, 0, 1, 0), "world_size -1"),
     ]
     for name, (ws, gr, lws, lr), comment in invalid:
-        kv.add(
+        vectors.add(
             f"key-kv-rank-{name}",
             "KEY-KVRANK-RANGE",
             comment,
@@ -287,9 +290,9 @@ def kv_ranks(kv: OpVectors) -> None:
         )
 
 
-def encoded_keys(kv: OpVectors) -> None:
+def encoded_keys(vectors: OpVectors) -> None:
     for name, fields in [("default", okey()), ("salted", okey(cache_salt="u1", object_group_id=3))]:
-        kv.add(
+        vectors.add(
             f"key-encoded-write-{name}",
             "KEY-ENCODED-FIELDS",
             "ObjectKey -> EncodedObjectKey JSON object",
@@ -317,7 +320,7 @@ def encoded_keys(kv: OpVectors) -> None:
         ),
     ]
     for name, comment, text in valid:
-        kv.add(
+        vectors.add(
             f"key-encoded-read-{name}",
             "KEY-ENCODED-FIELDS",
             comment,
@@ -372,7 +375,7 @@ def encoded_keys(kv: OpVectors) -> None:
         ("model-at", "KEY-MODEL-CHARS", "model_name 'a@b'", doc(**{**full, "model_name": "a@b"})),
     ]
     for name, rule, comment, text in invalid:
-        kv.add(
+        vectors.add(
             f"key-encoded-read-{name}",
             rule,
             comment,
@@ -384,7 +387,7 @@ def encoded_keys(kv: OpVectors) -> None:
         )
 
 
-def fs_and_s3(kv: OpVectors) -> None:
+def fs_and_s3(vectors: OpVectors) -> None:
     keys = [
         ("default", okey(), []),
         ("salted", okey(cache_salt="tenant-7", object_group_id=0x1F), ["salt"]),
@@ -398,7 +401,7 @@ def fs_and_s3(kv: OpVectors) -> None:
         ("s3", "key.s3.write", "key.s3.read", "object_name", "KEY-STRING-FORM"),
     ]:
         for name, fields, flags in keys:
-            got = kv.add(
+            got = vectors.add(
                 f"key-{form}-write-{name}",
                 rule,
                 f"{form} form of the {name} key",
@@ -406,7 +409,7 @@ def fs_and_s3(kv: OpVectors) -> None:
                 fields,
                 flags=flags,
             )
-            kv.add(
+            vectors.add(
                 f"key-{form}-read-{name}",
                 rule,
                 f"{form} form of the {name} key read back",
@@ -428,7 +431,7 @@ def fs_and_s3(kv: OpVectors) -> None:
         ("raw-slash", "KEY-FS-FORM", "a raw '/' in the model field", "a/b@0x08050401@0@0123.data"),
     ]
     for name, rule, comment, text in fs_bad:
-        kv.add(
+        vectors.add(
             f"key-fs-read-{name}",
             rule,
             comment,
@@ -438,7 +441,7 @@ def fs_and_s3(kv: OpVectors) -> None:
             error=KEYS,
             flags=["lenient-parse"],
         )
-    kv.add(
+    vectors.add(
         "key-fs-read-sep-unescaped",
         "KEY-FS-FORM",
         "'-SEP-' in a filename reads as '/'",
@@ -456,7 +459,7 @@ def fs_and_s3(kv: OpVectors) -> None:
         ("six-fields", "KEY-STRING-FORM", "six fields", "m@08050401@0@0123@s@t"),
     ]
     for name, rule, comment, text in s3_bad:
-        kv.add(
+        vectors.add(
             f"key-s3-read-{name}",
             rule,
             comment,
@@ -466,7 +469,7 @@ def fs_and_s3(kv: OpVectors) -> None:
             error=KEYS,
             flags=["lenient-parse"],
         )
-    kv.add(
+    vectors.add(
         "key-fs-write-sep-in-model",
         "KEY-FS-SEP-ALIAS",
         "model 'a-SEP-b' would read back as 'a/b'",
@@ -476,7 +479,7 @@ def fs_and_s3(kv: OpVectors) -> None:
         error=KEYS,
         flags=["sep-alias"],
     )
-    kv.add(
+    vectors.add(
         "key-fs-write-sep-touching-slash",
         "KEY-FS-SEP-ALIAS",
         "model 'a-SEP/b' escapes to 'a-SEP-SEP-b', which reads back as 'a/SEP-b'",
@@ -486,7 +489,7 @@ def fs_and_s3(kv: OpVectors) -> None:
         error=KEYS,
         flags=["sep-alias"],
     )
-    kv.add(
+    vectors.add(
         "key-fs-write-name-max",
         "KEY-FS-NAME-MAX",
         "a filename of more than 255 bytes",
@@ -496,7 +499,7 @@ def fs_and_s3(kv: OpVectors) -> None:
         error=KEYS,
         flags=["name-max"],
     )
-    kv.add_distinct(
+    vectors.add_distinct(
         "key-fs-distinct-sep-vs-slash",
         "KEY-FS-SEP-ALIAS",
         "'a-SEP-b' and 'a/b' must not share a filename",
@@ -505,7 +508,7 @@ def fs_and_s3(kv: OpVectors) -> None:
         "filename",
         ["collision", "sep-alias"],
     )
-    kv.add_distinct(
+    vectors.add_distinct(
         "key-fs-distinct-sep-touching",
         "KEY-FS-SEP-ALIAS",
         "'a-SEP/b' and 'a/SEP-b' must not share a filename",
@@ -514,7 +517,7 @@ def fs_and_s3(kv: OpVectors) -> None:
         "filename",
         ["collision", "sep-alias"],
     )
-    kv.add_distinct(
+    vectors.add_distinct(
         "key-kv-rank-distinct-wrap",
         "KEY-KVRANK-RANGE",
         "ranks packed from (1, 256, 1, 0) and (1, 0, 1, 0) must not share a file",
@@ -528,7 +531,7 @@ def fs_and_s3(kv: OpVectors) -> None:
     )
 
 
-def ipc(kv: OpVectors) -> None:
+def ipc(vectors: OpVectors) -> None:
     valid: list[tuple[str, str, dict[str, Any]]] = [
         (
             "lookup-ws2",
@@ -558,7 +561,7 @@ def ipc(kv: OpVectors) -> None:
     ]
     base = {"model_name": "org/m", "cache_salt": "", "chunk_hashes": [H1, H2]}
     for name, comment, fields in valid:
-        kv.add(
+        vectors.add(
             f"key-ipc-{name}",
             "KEY-IPC-FANOUT",
             comment,
@@ -572,7 +575,7 @@ def ipc(kv: OpVectors) -> None:
         ("world-256", "world_size 256", {"world_size": 256, "worker_id": 0}),
     ]
     for name, comment, fields in invalid:
-        kv.add(
+        vectors.add(
             f"key-ipc-{name}",
             "KEY-IPC-WORKER",
             comment,
@@ -584,10 +587,9 @@ def ipc(kv: OpVectors) -> None:
         )
 
 
-def group_and_text_limits(kv: OpVectors) -> None:
-    """object_group_id above 2^63 - 1 in every form (KEY-GROUP-RANGE), a filename whose
-    salt bytes are not UTF-8 (KEY-SALT-CHARS), and a fan-out over an absurd world size that
-    must be refused before anything is sized by it (KEY-IPC-WORKER)."""
+def group_and_world_limits(vectors: OpVectors) -> None:
+    """object_group_id above 2^63 - 1 in every form (KEY-GROUP-RANGE), and a fan-out over an
+    absurd world size that must be refused before anything is sized by it (KEY-IPC-WORKER)."""
     above = INT64_MAX + 1
     group_cases: list[tuple[str, str, str, dict[str, Any], list[str]]] = [
         (
@@ -630,7 +632,7 @@ def group_and_text_limits(kv: OpVectors) -> None:
         ),
     ]
     for vid, comment, op, request, flags in group_cases:
-        kv.add(
+        vectors.add(
             vid,
             "KEY-GROUP-RANGE",
             comment,
@@ -640,18 +642,7 @@ def group_and_text_limits(kv: OpVectors) -> None:
             error=KEYS,
             flags=["above-int64", *flags],
         )
-    kv.add(
-        "key-fs-salt-not-utf8",
-        "KEY-SALT-CHARS",
-        "filename m@0x00000001@0@00@s<e1>lt.data: the salt byte e1 is not UTF-8 (read by "
-        "os.listdir as the lone surrogate U+DCE1), so the name is not a key file",
-        "key.fs.read",
-        {"filename": "m@0x00000001@0@00@s\udce1lt.data"},
-        result="invalid",
-        error=KEYS,
-        flags=["not-unicode", "salt"],
-    )
-    kv.add(
+    vectors.add(
         "key-ipc-world-size-huge",
         "KEY-IPC-WORKER",
         "lookup key (no worker_id) in a world of 10^10: refused before a fan-out list of "
@@ -671,13 +662,210 @@ def group_and_text_limits(kv: OpVectors) -> None:
     )
 
 
+def text_unicode(vectors: OpVectors) -> None:
+    """KEY-TEXT-UNICODE: model_name and cache_salt are Unicode text, UTF-8 in every form.
+    Text that is not (a lone surrogate, as os.listdir hands over filename bytes that are
+    not UTF-8) is refused by ObjectKey and rejected by every reader; a character outside
+    the Basic Multilingual Plane (4 UTF-8 bytes) round-trips."""
+    astral = okey(model_name="org/m\U0001f600", cache_salt="s\U0001d11e")
+    for form, write_op, read_op, out in [
+        ("fs", "key.fs.write", "key.fs.read", "filename"),
+        ("s3", "key.s3.write", "key.s3.read", "object_name"),
+    ]:
+        got = vectors.add(
+            f"key-{form}-write-astral",
+            "KEY-TEXT-UNICODE",
+            f"{form} form of a key whose model and salt hold characters above U+FFFF",
+            write_op,
+            astral,
+            flags=["unicode", "salt"],
+        )
+        vectors.add(
+            f"key-{form}-read-astral",
+            "KEY-TEXT-UNICODE",
+            f"{form} form of a key whose model and salt hold characters above U+FFFF, read back",
+            read_op,
+            {out: got[out]},
+            flags=["unicode", "salt"],
+        )
+    lone = "\udce1"
+    invalid: list[tuple[str, str, str, dict[str, Any], list[str]]] = [
+        (
+            "key-object-model-surrogate",
+            "model_name 'm' U+DCE1 'x': a lone surrogate is not Unicode text",
+            "key.object.new",
+            okey(model_name=f"m{lone}x"),
+            ["invariant"],
+        ),
+        (
+            "key-object-salt-surrogate",
+            "cache_salt 's' U+DCE1: a lone surrogate is not Unicode text",
+            "key.object.new",
+            okey(cache_salt=f"s{lone}"),
+            ["invariant", "salt"],
+        ),
+        (
+            "key-fs-salt-not-utf8",
+            "filename m@0x00000001@0@00@s<e1>lt.data: the salt byte e1 is not UTF-8 (read by "
+            "os.listdir as the lone surrogate U+DCE1), so the name is not a key file",
+            "key.fs.read",
+            {"filename": f"m@0x00000001@0@00@s{lone}lt.data"},
+            ["salt"],
+        ),
+        (
+            "key-fs-model-not-utf8",
+            "filename m<e1>@0x00000001@0@00.data: the model byte e1 is not UTF-8",
+            "key.fs.read",
+            {"filename": f"m{lone}@0x00000001@0@00.data"},
+            [],
+        ),
+        (
+            "key-s3-model-not-utf8",
+            "object name m<e1>@00000001@0@00: the model byte e1 is not UTF-8",
+            "key.s3.read",
+            {"object_name": f"m{lone}@00000001@0@00"},
+            [],
+        ),
+        (
+            "key-encoded-model-surrogate",
+            "EncodedObjectKey JSON whose model_name is the escape \\udce1 (a lone surrogate)",
+            "key.encoded.read",
+            {
+                "json_text": json.dumps(
+                    {"chunk_hash_hex": "00", "kv_rank": 1, "model_name": f"m{lone}"},
+                    sort_keys=True,
+                )
+            },
+            ["json"],
+        ),
+    ]
+    for vid, comment, op, request, flags in invalid:
+        vectors.add(
+            vid,
+            "KEY-TEXT-UNICODE",
+            comment,
+            op,
+            request,
+            result="invalid",
+            error=KEYS,
+            flags=["not-unicode", *flags],
+        )
+
+
+def windows(vectors: OpVectors) -> None:
+    """AttnWindowDesc: window values and group indices (KEY-WINDOW-VALUES) and the chunks
+    a group needs for a hit (KEY-WINDOW-HIT)."""
+    mixed = [-1, 4, 1]
+    for group, comment in [
+        (0, "group 0 of [-1, 4, 1]: full attention"),
+        (1, "group 1 of [-1, 4, 1]: a sliding window of 4 chunks"),
+        (2, "group 2 of [-1, 4, 1]: a recurrent state (window 1)"),
+    ]:
+        vectors.add(
+            f"key-window-group-{group}",
+            "KEY-WINDOW-VALUES",
+            comment,
+            "key.window",
+            {"windows": mixed, "object_group_id": group},
+            flags=["window"],
+        )
+    bad_windows: list[tuple[str, str, list[int], int]] = [
+        ("zero", "window 0 (neither full attention nor a window)", [0], 0),
+        ("minus-2", "window -2", [-2], 0),
+        ("zero-after-valid", "windows [-1, 0]: the second is 0", [-1, 0], 0),
+        ("group-past-end", "group 3 of a 3-group descriptor", mixed, 3),
+        ("group-negative", "group -1 (not 'the last group')", mixed, -1),
+    ]
+    for name, comment, values, group in bad_windows:
+        vectors.add(
+            f"key-{name}",
+            "KEY-WINDOW-VALUES",
+            comment,
+            "key.window",
+            {"windows": values, "object_group_id": group},
+            result="invalid",
+            error=KEYS,
+            flags=["window"],
+        )
+    hits: list[tuple[str, str, list[int], int, int]] = [
+        ("full", "full attention, 5-chunk prefix: every chunk", [-1], 0, 5),
+        ("window-2-of-5", "window 2, 5-chunk prefix: chunks 3 and 4", [-1, 2], 1, 5),
+        ("window-8-of-3", "window 8, 3-chunk prefix: min(8, 3) = all 3", [8], 0, 3),
+        ("recurrent", "window 1, 4-chunk prefix: the last chunk only", [1], 0, 4),
+        ("empty-prefix", "window 2, empty prefix: no chunk", [2], 0, 0),
+        ("full-empty-prefix", "full attention, empty prefix: no chunk", [-1], 0, 0),
+    ]
+    for name, comment, values, group, prefix in hits:
+        vectors.add(
+            f"key-window-hit-{name}",
+            "KEY-WINDOW-HIT",
+            comment,
+            "key.window.hit",
+            {"windows": values, "object_group_id": group, "num_prefix_chunks": prefix},
+            flags=["window"],
+        )
+    vectors.add(
+        "key-hit-group-past-end",
+        "KEY-WINDOW-VALUES",
+        "the hit of group 1 of a 1-group descriptor",
+        "key.window.hit",
+        {"windows": [2], "object_group_id": 1, "num_prefix_chunks": 3},
+        result="invalid",
+        error=KEYS,
+        flags=["window"],
+    )
+
+
+def layouts(vectors: OpVectors) -> None:
+    """MemoryLayoutDesc: one dtype per shape (KEY-LAYOUT-LENGTHS)."""
+    valid: list[tuple[str, str, list[str], list[int], list[int]]] = [
+        (
+            "two-groups",
+            "bfloat16 [2, 8] and uint8 [16]",
+            ["bfloat16", "uint8"],
+            [2, 1],
+            [2, 8, 16],
+        ),
+        ("one-group", "float16 [4, 2, 16, 128]", ["float16"], [4], [4, 2, 16, 128]),
+        ("empty", "no groups", [], [], []),
+    ]
+    for name, comment, dtypes, ranks, dims in valid:
+        vectors.add(
+            f"key-layout-{name}",
+            "KEY-LAYOUT-LENGTHS",
+            comment,
+            "key.layout",
+            {"dtypes": dtypes, "shape_ranks": ranks, "shape_dims": dims},
+            flags=["layout"],
+        )
+    invalid: list[tuple[str, str, list[str], list[int], list[int]]] = [
+        ("more-dtypes", "two dtypes, one shape", ["bfloat16", "uint8"], [2], [2, 8]),
+        ("more-shapes", "one dtype, two shapes", ["bfloat16"], [2, 1], [2, 8, 16]),
+        ("no-dtypes", "no dtype, one shape", [], [1], [16]),
+    ]
+    for name, comment, dtypes, ranks, dims in invalid:
+        vectors.add(
+            f"key-{name}",
+            "KEY-LAYOUT-LENGTHS",
+            comment,
+            "key.layout",
+            {"dtypes": dtypes, "shape_ranks": ranks, "shape_dims": dims},
+            result="invalid",
+            error=KEYS,
+            flags=["layout"],
+        )
+
+
 def build(files: FileSet, driver: Any) -> OpVectors:
-    kv = OpVectors(files, "keys", driver)
-    cache_keys(kv)
-    object_keys(kv)
-    kv_ranks(kv)
-    encoded_keys(kv)
-    fs_and_s3(kv)
-    ipc(kv)
-    group_and_text_limits(kv)
-    return kv
+    vectors = OpVectors(files, "keys", driver)
+    cache_keys(vectors)
+    object_keys(vectors)
+    kv_ranks(vectors)
+    encoded_keys(vectors)
+    fs_and_s3(vectors)
+    ipc(vectors)
+    group_and_world_limits(vectors)
+    text_unicode(vectors)
+    windows(vectors)
+    layouts(vectors)
+    return vectors

@@ -13,10 +13,10 @@ class KeyFormatError(ValueError):
 
 
 class ObjectKeyInvariantError(KeyFormatError):
-    """An ObjectKey field breaks an invariant: ``@`` or NUL in model_name, a bad salt, a
-    negative object group, a kv_rank outside 32 bits, a chunk hash that is not bytes
-    (rules KEY-MODEL-CHARS, KEY-SALT-CHARS, KEY-SALT-LENGTH, KEY-GROUP-RANGE,
-    KEY-KVRANK-WIDTH, KEY-HASH-BYTES)."""
+    """An ObjectKey field breaks an invariant: ``@`` or NUL in model_name, a bad salt,
+    text that is not Unicode, a negative object group, a kv_rank outside 32 bits, a chunk
+    hash that is not bytes (rules KEY-MODEL-CHARS, KEY-SALT-CHARS, KEY-SALT-LENGTH,
+    KEY-TEXT-UNICODE, KEY-GROUP-RANGE, KEY-KVRANK-WIDTH, KEY-HASH-BYTES)."""
 
 
 class MalformedObjectKeyStringError(KeyFormatError):

@@ -366,7 +366,7 @@ def _check_fields(enc: EncodedKV) -> None:
     shape = enc.scale_shape
     if shape and min(shape) < 0:
         raise CorruptEncodedKVError(f"negative dimension in scale_shape {shape}")
-    # KV-DIM-OVERFLOW: shapes built from these fields must be representable in int64,
+    # SPEC "Reader rules", exact arithmetic: shapes built from these fields fit int64,
     # even for an empty payload, where every length check holds trivially.
     scale_elems = math.prod(shape)
     if scale_elems > INT64_MAX or (
