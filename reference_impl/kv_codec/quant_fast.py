@@ -81,7 +81,7 @@ def compute_v_scales(
         return _float32_tensor([_tensor_scale(untracked(v), qmax)]).view(())
     keep = tuple(a for a in (page, head) if a is not None)
     if v.numel() == 0:
-        amax = torch.zeros([v.shape[a] for a in keep], dtype=torch.float32, device=v.device)
+        amax = torch.zeros([v.shape[a] for a in sorted(keep)], dtype=torch.float32, device=v.device)
     else:
         amax = _group_absmax(untracked(v), keep)
     if page is not None and head is not None and page > head:
@@ -101,6 +101,8 @@ def compute_v_scales(
 def _float32_tensor(values: list[float]) -> torch.Tensor:
     """A CPU float32 tensor of ``values``, each rounded to nearest float32 (the C cast
     ``array`` applies), made in a third of the time ``torch.tensor`` takes."""
+    if not values:  # frombuffer refuses an empty buffer
+        return torch.empty(0, dtype=torch.float32)
     return torch.frombuffer(array.array("f", values), dtype=torch.float32)
 
 
