@@ -72,7 +72,7 @@ def compute_v_scales(
     head_axis: int = -2,
     page_axis: int | None = None,
 ) -> torch.Tensor:
-    """float32 scales per Q-SCALE: shape () / (n_heads,) / (n_pages, n_heads)."""
+    """quant_rules.v_scales (Q-SCALE), faster: float32 scales of shape (), (H,) or (P, H)."""
     qmax = fp8_max(fp8_dtype)
     if scope == ScaleScope.EXTERNAL:
         raise UnsupportedConfigError("EXTERNAL scales come from the caller, not from V")
@@ -233,7 +233,7 @@ def quantize_v_fp8(
     page_axis: int | None = None,
     out: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """V in ``fp8_dtype`` per Q-ROUND (saturating). ``out``, if given, receives the result."""
+    """quant_rules.quantize (Q-ROUND), in blocks; ``out``, if given, receives the result."""
     qmax = fp8_max(fp8_dtype)
     s = group_scales(scales, v.shape, scope, head_axis, page_axis)
     if out is None:
@@ -255,7 +255,7 @@ def dequantize_v_fp8(
     head_axis: int = -2,
     page_axis: int | None = None,
 ) -> torch.Tensor:
-    """V' = out_dtype(float32(q) * scale) per Q-DEQUANT."""
+    """quant_rules.dequantize (Q-DEQUANT), in blocks."""
     if not out_dtype.is_floating_point or out_dtype in FP8_DTYPES:
         raise UnsupportedConfigError(f"cannot dequantize into {out_dtype}")
     s = group_scales(scales, q.shape, scope, head_axis, page_axis)

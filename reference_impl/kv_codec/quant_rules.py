@@ -77,6 +77,7 @@ def v_scales(
     amax = max |float32(V)| over each group (NaN propagates); scale = amax / fp8 max in
     float32, or ZERO_SCALE_SENTINEL where ``amax > 0`` is false (amax 0 or NaN). An empty
     group has amax 0. EXTERNAL scales come from the caller (Q-EXTERNAL), not from V.
+    The writer converts these to ``scale_dtype`` and quantizes with the converted scales.
     """
     if scope == ScaleScope.EXTERNAL:
         raise UnsupportedConfigError("EXTERNAL scales come from the caller, not from V")
