@@ -153,6 +153,7 @@ class Layout:
         return found
 
     def int_value(self, name: str) -> int:
+        """The integer stored in field ``name``; KeyError when the walk did not reach it."""
         value = self.field(name).value
         if not isinstance(value, int):
             raise TypeError(f"{name} holds bytes")
