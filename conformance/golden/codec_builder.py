@@ -150,16 +150,14 @@ def _check_normative_quantization(spec: EncodeSpec, parsed: bl.Parsed) -> None:
     vector that the normative path disagrees with."""
     scope = ScaleScope(spec.scope)
     lay = spec.layout
-    axes = {
-        "head_axis": lay.head_axis,
-        "page_axis": lay.page_axis if spec.scope == PER_PAGE_HEAD else None,
-    }
+    head_axis = lay.head_axis
+    page_axis = lay.page_axis if spec.scope == PER_PAGE_HEAD else None
     if spec.v_scales is not None:
         scales = spec.v_scales.to(torch.float32)
     else:
-        scales = quant_rules.v_scales(spec.v, scope, **axes)
+        scales = quant_rules.v_scales(spec.v, scope, head_axis=head_axis, page_axis=page_axis)
     stored = scales.to(dtype_from_name(spec.scale_dtype) or torch.float32)
-    v_quant = quant_rules.quantize(spec.v, stored, scope, **axes)
+    v_quant = quant_rules.quantize(spec.v, stored, scope, head_axis=head_axis, page_axis=page_axis)
     h = parsed.header
     v_section = parsed.payload[h.k_payload_len : h.k_payload_len + h.v_payload_len]
     s_section = parsed.payload[h.k_payload_len + h.v_payload_len :]
