@@ -147,12 +147,10 @@ def test_results_fixture_validates(results_doc: dict[str, Any]) -> None:
 
 
 def test_freshly_written_results_file_validates(tmp_path: Path) -> None:
-    from conformance.plugin import ConformancePlugin
+    from conformance.drivers.base import ImplInfo
+    from conformance.runner.results_file import write_results
 
-    plugin = ConformancePlugin.__new__(ConformancePlugin)
-    plugin.started, plugin.started_utc = 0.0, "2026-01-02T03:04:05+00:00"
-    plugin.drivers, plugin.records, plugin.matrix = {}, {}, []
-    plugin.records["t::a"] = {
+    record = {
         "id": "t::a",
         "rule": "KV-MAGIC",
         "level": "MUST",
@@ -162,7 +160,15 @@ def test_freshly_written_results_file_validates(tmp_path: Path) -> None:
         "reason": None,
     }
     path = tmp_path / "results.json"
-    plugin._write_results(path)  # validates before writing
+    write_results(  # validates before writing
+        path,
+        started_utc="2026-01-02T03:04:05+00:00",
+        wall_s=0.0,
+        impls=[ImplInfo("reference", "python", None, ["codec.parse"])],
+        tests=[record],
+        summary=[],
+        matrix=[],
+    )
     validate(json.loads(path.read_text()), "results")
 
 
