@@ -201,3 +201,11 @@ def page(title: str, subtitle: str, sections: list[Section]) -> str:
         f'<body><header><h1>{escape(title)}</h1><p class="meta">{escape(subtitle)}</p>'
         f"<nav>{nav}</nav></header><main>{body}</main></body></html>\n"
     )
+
+
+def details(summary: str, content: str, csv_name: str) -> str:
+    """A table folded behind a summary line, with a link to its CSV file beside it."""
+    return (
+        f"<details><summary>{escape(summary)}</summary>{content}</details>"
+        f'<p class="meta">Table: <a href="{escape(csv_name)}">{escape(csv_name)}</a></p>'
+    )

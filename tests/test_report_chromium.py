@@ -18,10 +18,11 @@ from reports.cli import main
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
 SECTIONS = [
     "summary",
+    "e2e",
+    "accuracy",
+    "throughput",
     "conformance",
     "interop",
-    "throughput",
-    "accuracy",
     "comparison",
     "environment",
 ]
