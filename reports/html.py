@@ -2,7 +2,9 @@
 
 Images are referenced by relative path (they sit beside index.html); CSS and the small
 load-check script are inline. The script sets ``data-images-loaded``/``data-images-total``/
-``data-sections`` on ``<body>`` once the page has loaded, for headless-browser checks.
+``data-sections`` on ``<body>`` once the page has loaded, and ``data-first-screen``: the text
+of the summary's paragraphs and cards lying wholly above the fold (the window's height), for
+headless-browser checks of what the reader sees first.
 """
 
 from __future__ import annotations
@@ -69,6 +71,12 @@ window.addEventListener("load", function () {
   document.body.dataset.imagesLoaded = String(ok.length);
   document.body.dataset.sections = Array.prototype.map.call(
     document.querySelectorAll("section[id]"), function (s) { return s.id; }).join(" ");
+  var fold = window.innerHeight;
+  var shown = Array.prototype.filter.call(
+    document.querySelectorAll("#summary p, #summary .card"),
+    function (e) { return e.getBoundingClientRect().bottom <= fold; });
+  document.body.dataset.firstScreen = shown.map(function (e) {
+    return e.textContent; }).join(" | ");
 });
 """
 
