@@ -46,7 +46,7 @@ BENCH_EXTENSIONS: dict[str, tuple[str, ...]] = {
     kind: tuple(
         f
         for f in schema("bench-row")["$defs"][kind].get("properties", {})
-        if f != "kind" and f not in fields
+        if f not in ("kind", "machine_id") and f not in fields
     )
     for kind, fields in BENCH_FIELDS.items()
 }
@@ -218,7 +218,8 @@ def load_bench(path: Path, lines: list[str]) -> BenchRun:
         raise ReportInputError(f"{path}: empty bench file (no header record)")
     tables = {}
     for kind, fields in BENCH_FIELDS.items():
-        table = _frame(records[kind], (*fields, *BENCH_EXTENSIONS[kind], "machine_id"))
+        columns = tuple(dict.fromkeys((*fields, *BENCH_EXTENSIONS[kind], "machine_id")))
+        table = _frame(records[kind], columns)
         table["run_id"] = pd.Series([str(header["run_id"])] * len(table), dtype=object)
         # a row's own machine_id (when the writer sets one) names its machine; else the header's
         ids = table.pop("machine_id")

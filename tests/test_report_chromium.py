@@ -67,7 +67,10 @@ def test_page_renders_in_headless_chromium(tmp_path: Path) -> None:
     )
     url = (out / "index.html").resolve().as_uri()
 
-    dump = chromium(tmp_path / "profile-dom", "--virtual-time-budget=10000", "--dump-dom", url)
+    dump = chromium(
+        tmp_path / "profile-dom", "--virtual-time-budget=10000", "--window-size=1280,900",
+        "--dump-dom", url,
+    )  # fmt: skip
     assert dump.returncode == 0, dump.stderr[-2000:]
     body = re.search(r"<body([^>]*)>", dump.stdout)
     assert body, f"no <body> in the dumped DOM: {dump.stdout[:500]!r}"
