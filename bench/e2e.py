@@ -162,9 +162,10 @@ class _Run:
         self.impl, self.model = impl, model
         self.windows = [_Window(model, w) for w in ids]
         layer_amax = [[float(v.abs().max()) for _, v in w.kv] for w in self.windows]
-        self.calib = [
+        # EXTERNAL_CALIBRATED: |V|'s max over the other windows at the same layer
+        self.calib_amax = [
             [
-                max(layer_amax[o][layer] for o in range(len(ids)) if o != w) / E4M3.max
+                max(layer_amax[o][layer] for o in range(len(ids)) if o != w)
                 for layer in range(len(layer_amax[w]))
             ]
             for w in range(len(ids))
@@ -176,9 +177,7 @@ class _Run:
         for layer, (k, v) in enumerate(window.kv):
             quantized = variant.layer is None or variant.layer == layer
             chosen = variant if quantized else Variant(NONE, "none", variant.dtype)
-            # quantize_layer's static scale is calib_amax / fmt.max: pass the amax itself
-            amax = self.calib[w][layer] * E4M3.max
-            out.append(quantize_layer(self.impl, k, v, chosen, amax))
+            out.append(quantize_layer(self.impl, k, v, chosen, self.calib_amax[w][layer]))
         return out
 
     def score(

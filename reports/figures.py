@@ -7,6 +7,7 @@ are none) and the PNG path to write.
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 from typing import Literal, cast
 
@@ -383,7 +384,7 @@ def family_panels(
     ncols = min(len(families), 4)
     nrows = math.ceil(len(families) / ncols)
     fig, axes = plt.subplots(
-        nrows, ncols, figsize=(3.3 * ncols, 2.6 * nrows), squeeze=False, layout="constrained"
+        nrows, ncols, figsize=(3.3 * ncols, 2.9 * nrows), squeeze=False, layout="constrained"
     )
     for ax in axes.flat[len(families) :]:
         ax.set_visible(False)
@@ -396,7 +397,8 @@ def family_panels(
         if len(positive) and positive.max() > 10 * positive.min():
             ax.set_yscale("log")
         ax.set_xticks(range(len(scopes)), [_SHORT.get(s, s) for s in scopes], fontsize=7)
-        ax.set_title(f"{family.split(':', 1)[-1]}\n{titles.get(family, '')}", fontsize=7.5)
+        title = textwrap.fill(titles.get(family, ""), 44)
+        ax.set_title(f"{family.split(':', 1)[-1]}\n{title}", fontsize=7.5)
         ax.grid(True, axis="y", alpha=0.3)
     axes.flat[0].set_ylabel("attention-output rel. error", fontsize=8)
     _save(fig, path)

@@ -233,6 +233,10 @@ def choose_scope(
     return ScopeChoice(chosen, table, basis, notes, _statement(table, chosen, best))
 
 
+def _percent(value: float) -> str:
+    return "?" if pd.isna(value) else f"{value:.1%}"
+
+
 def _ci(value: float, low: float, high: float, spec: str, scale: float = 1.0) -> str:
     """``value [low, high]`` formatted with ``spec`` after multiplying by ``scale``."""
     if pd.isna(value):
@@ -261,6 +265,14 @@ def _statement(table: pd.DataFrame, chosen: str, best: str) -> str:
             "(no end-to-end figures in this run)."
         )
     head = f"{chosen}: {_figures(row)}"
+    out = table[~table["within_bounds"]]
+    if not out.empty:
+        reasons = [
+            f"{r['scope']} (encode {_percent(r['encode_cost'])} slower than the fastest, "
+            f"{_percent(r['bytes_overhead'])} more bytes)"
+            for _, r in out.iterrows()
+        ]
+        head += f". Outside the speed and bytes bounds: {', '.join(reasons)}"
     others = table[(table["scope"] != chosen) & table["kl_diff"].notna()]
     tied = others[others["tied"]]
     if chosen != best:
