@@ -34,6 +34,7 @@ def _run(args: argparse.Namespace) -> int:
         real=not args.no_real,
         with_throughput=not args.no_throughput,
         with_accuracy=not args.no_accuracy,
+        with_e2e=not args.no_e2e,
         threads=args.threads,
         progress=not args.no_progress,
     )
@@ -98,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-real", action="store_true", help="skip real-model KV")
     run.add_argument("--no-throughput", action="store_true", help="accuracy only")
     run.add_argument("--no-accuracy", action="store_true", help="throughput only")
+    run.add_argument(
+        "--no-e2e", action="store_true", help="skip the real model's end-to-end accuracy"
+    )
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
     run.add_argument(
         "--threads",

@@ -69,25 +69,39 @@ def cache_path(gguf: Path) -> Path:
     return cache_dir() / f"realkv-{MODEL_NAME}-{digest.hexdigest()[:16]}.pt"
 
 
-def capture(gguf: Path, *, progress: bool = True) -> dict[str, torch.Tensor]:
-    """Run the model over each passage; float16 ``q.S.L`` [T, 9, 64], ``k.S.L``/``v.S.L``
-    [T, 3, 64] for sequence S and layer L."""
+def load_model(gguf: Path) -> tuple[Any, Any]:
+    """(tokenizer, float32 model in eval mode) from the GGUF file, offline; raises
+    ``RealKVUnavailable`` with the reason when transformers/gguf cannot load it."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     try:
-        from transformers import AttentionInterface, AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as exc:
+        raise RealKVUnavailable(f"transformers is not importable ({exc}): {INSTALL_HINT}") from None
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model: Any = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    except Exception as exc:  # gguf missing, file unreadable, unsupported version...
+        raise RealKVUnavailable(f"cannot load {gguf.name}: {type(exc).__name__}: {exc}") from None
+    model.eval()
+    return tokenizer, model
+
+
+def capture(gguf: Path, *, progress: bool = True) -> dict[str, torch.Tensor]:
+    """Run the model over each passage; float16 ``q.S.L`` [T, 9, 64], ``k.S.L``/``v.S.L``
+    [T, 3, 64] for sequence S and layer L."""
+    try:
+        from transformers import AttentionInterface
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
     except ImportError as exc:
         raise RealKVUnavailable(f"transformers is not importable ({exc}): {INSTALL_HINT}") from None
     pbar = bar(2 + len(PASSAGES), f"real KV: load {MODEL_NAME}", enabled=progress, unit="step")
     try:
-        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        pbar.update()
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        pbar.update()
-    except Exception as exc:  # gguf missing, file unreadable, unsupported version...
+        tokenizer, model = load_model(gguf)
+    except RealKVUnavailable:
         pbar.close()
-        raise RealKVUnavailable(f"cannot load {gguf.name}: {type(exc).__name__}: {exc}") from None
+        raise
+    pbar.update(2)
     seen: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 
     def recording_attention(

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from bench import accuracy, data, realkv
+from bench import accuracy, data, e2e, realkv
 from bench.env import GpuSampler, collect_env
 from bench.impls import CodecImpl, load_impls
 from bench.results import ResultsWriter
@@ -30,6 +30,7 @@ def run_benchmarks(
     real: bool = True,
     with_throughput: bool = True,
     with_accuracy: bool = True,
+    with_e2e: bool = True,
     progress: bool = True,
     impls: dict[str, CodecImpl] | None = None,
     missing: dict[str, str] | None = None,
@@ -56,6 +57,7 @@ def run_benchmarks(
             real=real,
             with_throughput=with_throughput,
             with_accuracy=with_accuracy,
+            with_e2e=with_e2e,
             progress=progress,
             impls=impls,
             missing=missing,
@@ -73,6 +75,7 @@ def _run(
     real: bool,
     with_throughput: bool,
     with_accuracy: bool,
+    with_e2e: bool,
     progress: bool,
     impls: dict[str, CodecImpl] | None,
     missing: dict[str, str] | None,
@@ -90,6 +93,7 @@ def _run(
         }
         if with_accuracy
         else None,
+        "e2e": e2e.describe() if with_e2e and real else None,
         "impls": {name: impl.version for name, impl in impls.items()},
     }
     with ResultsWriter(
@@ -126,5 +130,7 @@ def _run(
                     if progress:
                         print(f"real KV: {origin}", file=sys.stderr)
                     out.write_all(accuracy.evaluate(dataset, ref, progress=progress))
+        off = None if with_e2e and real else f"--no-{'e2e' if not with_e2e else 'real'} given"
+        out.write_all(e2e.phase(impls.get("reference"), skip=off, progress=progress))
         out.write_all(sampler.stop())
         return out.path, dict(out.counts), time.monotonic() - t0

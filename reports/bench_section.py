@@ -6,9 +6,10 @@ from html import escape
 
 import pandas as pd
 
+from bench.families import REALISTIC, STRESS, family_role
 from reports import figures
 from reports.comparison import VERDICT_CLASS, compare, counts_text
-from reports.html import Section, collapsible, figure, note, paragraph, table
+from reports.html import Section, collapsible, details, figure, note, paragraph, table
 from reports.load import ReportInputs, scope_rank
 from reports.output import Output
 
@@ -23,21 +24,39 @@ def skip_reasons(skips: pd.DataFrame, word: str) -> str:
     return "; ".join(reasons)
 
 
-def _scope_table(throughput: pd.DataFrame) -> pd.DataFrame:
-    """Median GB/s per device, op, scope and impl (over cases and dtypes), with median ratios."""
+def _scope_table(throughput: pd.DataFrame, machines: list[str]) -> pd.DataFrame:
+    """Median GB/s per device, op, scope and impl (over cases and dtypes), with median ratios;
+    one column per machine for each figure, side by side (never pooled across machines)."""
     rows = throughput[throughput["impl"].isin(["reference", "upstream"])]
     keys = ["device", "op", "scope"]
     gbps = rows.pivot_table(
-        index=keys, columns="impl", values="gbps", aggfunc="median", dropna=False
-    ).reindex(columns=["reference", "upstream"])
-    gbps.columns = [f"{c} GB/s" for c in gbps.columns]
+        index=keys, columns=["impl", "machine"], values="gbps", aggfunc="median", dropna=False
+    )
     ref = rows[rows["impl"] == "reference"].assign(
         ratio_to_upstream=lambda f: pd.to_numeric(f["ratio_to_upstream"], errors="coerce"),
         ratio_to_limit=lambda f: pd.to_numeric(f["ratio_to_limit"], errors="coerce"),
     )
-    ratios = ref.groupby(keys)[["ratio_to_upstream", "ratio_to_limit"]].median()
-    ratios.columns = ["reference / upstream", "reference / limit"]
-    joined = gbps.join(ratios, how="left").dropna(how="all").reset_index()
+    ratios = ref.pivot_table(
+        index=keys,
+        columns="machine",
+        values=["ratio_to_upstream", "ratio_to_limit"],
+        aggfunc="median",
+        dropna=False,
+    )
+    names = {
+        "reference": "reference GB/s",
+        "upstream": "upstream GB/s",
+        "ratio_to_upstream": "reference / upstream",
+        "ratio_to_limit": "reference / limit",
+    }
+    columns = {}
+    for figure_name in names:
+        source = gbps if figure_name in ("reference", "upstream") else ratios
+        for machine in machines:
+            if (figure_name, machine) in source.columns:
+                label = names[figure_name] + (f" [{machine}]" if len(machines) > 1 else "")
+                columns[label] = source[(figure_name, machine)]
+    joined = pd.DataFrame(columns).dropna(how="all").reset_index()
     return joined.sort_values(
         keys, key=lambda c: c.map(scope_rank) if c.name == "scope" else c, kind="stable"
     )
@@ -59,6 +78,7 @@ def throughput_section(inputs: ReportInputs, out: Output) -> Section:
             "Ratios are per row within one run, then the median is taken."
         )
     ]
+    machines = inputs.machines
     for device in ("cpu", "cuda"):
         name = DEVICE_TITLE[device]
         rows = throughput[throughput["device"] == device]
@@ -70,22 +90,39 @@ def throughput_section(inputs: ReportInputs, out: Output) -> Section:
             present = ", ".join(sorted(set(rows["op"])))
             body.append(note(f"only limit rows ({present}) on {name}: no codec throughput"))
             continue
-        png = f"throughput_{device}.png"
-        figures.throughput_chart(throughput, device, out.path(png))
-        body.append(
-            figure(
-                png,
-                f"{name} throughput against call size",
-                f"{name}: GB/s against input bytes per call, one panel per operation.",
+        measured = [m for m in machines if (rows["machine"] == m).any()]
+        for machine in measured:
+            png = f"throughput_{device}.png"
+            if len(measured) > 1:
+                png = f"throughput_{device}_{machines.index(machine) + 1}.png"
+            figures.throughput_chart(rows[rows["machine"] == machine], device, out.path(png))
+            body.append(
+                figure(
+                    png,
+                    f"{name} throughput against call size on {machine}",
+                    f"{name} on {machine}: GB/s against input bytes per call, one panel per "
+                    "operation.",
+                )
             )
-        )
     if throughput.empty:
         body.append(note("the bench files hold no throughput rows"))
     else:
-        by_scope = _scope_table(throughput)
+        by_scope = _scope_table(throughput, machines)
         out.csv(by_scope, "throughput_by_scope.csv")
-        body.append("<h3>Median per operation and scope</h3>")
-        body.append(table(by_scope))
+        body.append(
+            details(
+                "Median GB/s per operation and scope"
+                + (f", one column per machine ({len(machines)})" if len(machines) > 1 else ""),
+                table(by_scope),
+                "throughput_by_scope.csv",
+            )
+        )
+        body.append(
+            paragraph(
+                "Every row with its quartiles (q25_s, q75_s), raw per-call samples (samples_s), "
+                "run and machine: throughput.csv."
+            )
+        )
     telemetry = inputs.bench_table("telemetry")
     if not telemetry.empty:
         out.csv(telemetry, "telemetry.csv")
@@ -99,6 +136,37 @@ def throughput_section(inputs: ReportInputs, out: Output) -> Section:
         )
         body.append("<h3>GPU telemetry during the run (NVML)</h3>" + table(stats))
     return Section("throughput", title, "".join(body))
+
+
+def _family_figures(measured: pd.DataFrame, out: Output) -> list[str]:
+    """Small multiples of the attention-output error: real and realistic data, then stress."""
+    data = sorted(set(measured.loc[measured["metric"] == "attn_rel_err", "data"].astype(str)))
+    roles = {d: family_role(d) for d in data}
+    order = {"real": 0, REALISTIC: 1, STRESS: 2}
+    realistic = sorted((d for d in data if roles[d][0] != STRESS), key=lambda d: order[roles[d][0]])
+    stress = [d for d in data if roles[d][0] == STRESS]
+    body = []
+    for group, families, caption in (
+        (
+            "realistic",
+            realistic,
+            "Attention-output error per scope (V e4m3) on the real capture and the realistic "
+            "families: what a deployment meets.",
+        ),
+        (
+            "stress",
+            stress,
+            "The stress families, each built to provoke one failure (panel titles): where a "
+            "scope breaks, not what a model will see. Each panel has its own scale.",
+        ),
+    ):
+        if not families:
+            continue
+        png = f"accuracy_{group}.png"
+        titles = {d: roles[d][1] for d in families}
+        figures.family_panels(measured, families, titles, out.path(png))
+        body.append(figure(png, f"attention-output error per scope, {group} data", caption))
+    return body
 
 
 def accuracy_section(inputs: ReportInputs, out: Output) -> Section:
@@ -120,20 +188,10 @@ def accuracy_section(inputs: ReportInputs, out: Output) -> Section:
         reason = skip_reasons(skips, "real") or "the bench wrote no real-model rows"
         body.append(note(f"no real-model rows in this run: {reason}"))
     measured = accuracy[accuracy["value"].notna()]
-    drawn = [m for m in ("sqnr_db", "attn_rel_err") if (measured["metric"] == m).any()]
-    for metric in ("sqnr_db", "attn_rel_err"):
-        if metric not in drawn:
-            body.append(note(f"no {metric} rows in this run: not drawn"))
-    if drawn:
-        figures.accuracy_chart(accuracy, drawn, out.path("accuracy.png"))
-        body.append(
-            figure(
-                "accuracy.png",
-                "SQNR and attention-output error per scale scope",
-                "V quantization error per scale scope, grouped by data family "
-                "(real model first); one column per V format.",
-            )
-        )
+    if not (measured["metric"] == "attn_rel_err").any():
+        body.append(note("no attn_rel_err rows in this run: not drawn"))
+    else:
+        body += _family_figures(measured, out)
     if (measured["metric"] == "bytes_per_token").any():
         figures.bytes_per_token_chart(accuracy, out.path("bytes_per_token.png"))
         body.append(
@@ -153,8 +211,15 @@ def accuracy_section(inputs: ReportInputs, out: Output) -> Section:
     wide = wide.sort_values(
         ["data", "fmt", "scope"], key=lambda c: c.map(scope_rank) if c.name == "scope" else c
     )
+    wide.insert(1, "role", wide["data"].astype(str).map(lambda d: family_role(d)[0]))
     out.csv(wide, "accuracy_by_scope.csv")
-    body.append("<h3>All accuracy metrics per data family, format and scope</h3>" + table(wide))
+    body.append(
+        details(
+            f"All accuracy metrics per data family, format and scope ({len(wide)} rows)",
+            table(wide),
+            "accuracy_by_scope.csv",
+        )
+    )
     return Section("accuracy", title, "".join(body))
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from reports.bench_section import accuracy_section, comparison_section, throughput_section
 from reports.conformance_section import interop_section, matrix_section
+from reports.e2e_section import e2e_section
 from reports.environment import environment_section
 from reports.html import page
 from reports.load import ReportInputError, ReportInputs, load_inputs
@@ -35,6 +36,7 @@ def build(inputs: ReportInputs, out_dir: Path) -> Path:
     _progress("throughput figures")
     throughput = throughput_section(inputs, out)
     _progress("accuracy figures")
+    e2e = e2e_section(inputs, out)
     accuracy = accuracy_section(inputs, out)
     _progress("comparison, summary, environment")
     comparison, verdict_counts = comparison_section(inputs, out)
@@ -47,7 +49,7 @@ def build(inputs: ReportInputs, out_dir: Path) -> Path:
         f"Built {generated.isoformat(timespec='seconds')} from {', '.join(sources)}. "
         "Tables behind every figure are CSV/JSON files beside this page."
     )
-    sections = [summary, conformance, interop, throughput, accuracy, comparison, environment]
+    sections = [summary, e2e, accuracy, throughput, conformance, interop, comparison, environment]
     index = out.path("index.html")
     index.write_text(page(TITLE, subtitle, sections), encoding="utf-8")
     out.finish()

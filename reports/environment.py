@@ -32,6 +32,7 @@ def bench_environment(run: BenchRun, role: str) -> dict[str, str]:
         "role": role,
         "file": run.path.name,
         "run id": str(run.header["run_id"]),
+        "machine": run.machine,
         "mode": str(run.header["mode"]),
         "started (UTC)": str(run.header["started_utc"]),
         "CPU": f"{env.get('cpu_model', '?')} ({env.get('cpu_count', '?')} logical CPUs)",

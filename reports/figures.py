@@ -7,8 +7,9 @@ are none) and the PNG path to write.
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
-from typing import cast
+from typing import Literal, cast
 
 import matplotlib
 
@@ -31,13 +32,17 @@ OP_ORDER = ["encode", "parse", "quantize", "decode_fp8", "decode_dequant"]
 LIMIT_OPS = frozenset({"copy", "crc32", "alloc"})
 # Floors drawn beside an operation's own limit: ``alloc`` (fresh output buffers) for encode.
 FLOORS = {"encode": "alloc"}
-IMPL_STYLE = {"reference": "-", "upstream": "--"}
+IMPL_STYLE: dict[str, Literal["-", "--", ":"]] = {"reference": "-", "upstream": "--"}
 DTYPE_MARKER = {"float16": "o", "bfloat16": "s"}
 LIMIT_COLOR = {"memcpy": "0.15", "crc32": "0.45", "alloc": "0.65", "d2d": "0.15", "h2d": "0.45"}
 STATUS_COLOR = {"all pass": "#5cb85c", "known failures": "#f0ad4e", "failures": "#d9534f"}
 DPI = 110
 LABELLED_FAMILIES = 3
 MAX_FIGURE_WIDTH = 18.0
+
+
+def _impl_style(impl: object) -> Literal["-", "--", ":"]:
+    return IMPL_STYLE.get(str(impl), ":")
 
 
 def _scope_color(scope: object) -> str:
@@ -136,19 +141,16 @@ def throughput_chart(throughput: pd.DataFrame, device: str, path: Path) -> None:
     fig, axes = plt.subplots(
         nrows, ncols, figsize=(6.2 * ncols, 3.9 * nrows), squeeze=False, layout="constrained"
     )
-    handles: dict[str, Line2D] = {}
-    several_runs = rows["run_id"].nunique() > 1
+    limit_handles: dict[str, Line2D] = {}
     for ax, op in zip(axes.flat, ops, strict=False):
         op_rows = rows[rows["op"] == op]
         sizes = op_rows.groupby("case")["bytes"].median().sort_values()
         position = {case: i for i, case in enumerate(sizes.index)}
-        for (impl, scope, dtype, run_id), line in op_rows.groupby(
+        for (impl, scope, dtype, _run), line in op_rows.groupby(
             ["impl", "scope", "dtype", "run_id"], dropna=False, sort=True
         ):
             line = line.assign(x=line["case"].map(position)).sort_values("x")
-            label = f"{impl} {scope if isinstance(scope, str) else ''} {dtype}"
-            label += f" [{run_id}]" if several_runs else ""
-            container = ax.errorbar(
+            ax.errorbar(
                 line["x"],
                 line["gbps"],
                 yerr=_gbps_spread(line),
@@ -159,7 +161,6 @@ def throughput_chart(throughput: pd.DataFrame, device: str, path: Path) -> None:
                 capsize=2,
                 linewidth=1.3,
             )
-            handles.setdefault(label, container.lines[0])
         drawn_limits = {str(x) for x in op_rows["limit"].dropna()}
         if op in FLOORS and (limits["impl"] == FLOORS[op]).any():
             drawn_limits.add(FLOORS[op])
@@ -178,8 +179,7 @@ def throughput_chart(throughput: pd.DataFrame, device: str, path: Path) -> None:
                     linestyle=(0, (5, 3)),
                     linewidth=2.0,
                 )
-                label = f"{limit} limit (same bytes)" + (f" [{run_id!s}]" if several_runs else "")
-                handles.setdefault(label, drawn)
+                limit_handles.setdefault(f"{limit} limit", drawn)
         ax.set_yscale("log")
         ax.set_xticks(
             range(len(sizes)),
@@ -196,13 +196,29 @@ def throughput_chart(throughput: pd.DataFrame, device: str, path: Path) -> None:
         ax.grid(True, which="major", alpha=0.3)
     for ax in axes.flat[len(ops) :]:
         ax.set_visible(False)
+    codec = rows[~rows["op"].isin(LIMIT_OPS)]
+    keys = [
+        *(
+            Line2D([], [], color=_scope_color(s), linewidth=3, label=s)
+            for s in _ordered(codec["scope"], list(SCALE_SCOPES))
+        ),
+        *(
+            Line2D([], [], color="0.3", linestyle=_impl_style(i), label=i)
+            for i in _ordered(codec["impl"], list(IMPL_STYLE))
+        ),
+        *(
+            Line2D([], [], color="0.3", marker=DTYPE_MARKER.get(d, "^"), linestyle="", label=d)
+            for d in _ordered(codec["dtype"], list(DTYPE_MARKER))
+        ),
+    ]
+    for label, drawn in limit_handles.items():
+        keys.append(Line2D([], [], color=drawn.get_color(), linestyle=(0, (5, 3)), label=label))
     fig.legend(
-        handles.values(),
-        handles.keys(),
+        handles=keys,
         loc="outside lower center",
-        ncols=3,
+        ncols=min(len(keys), 8),
         fontsize=8,
-        title="impl scope dtype (solid: reference, dashed: upstream; bars: IQR)",
+        title="colour: scope; line: implementation; marker: dtype; dashed: limits; bars: IQR",
         title_fontsize=8,
     )
     _save(fig, path)
@@ -256,54 +272,6 @@ def _family_legend(fig: Figure, colors: dict[str, str]) -> None:
     )
 
 
-def accuracy_chart(accuracy: pd.DataFrame, metrics: list[str], path: Path) -> None:
-    """Per scope, one panel per metric (sqnr_db, attn_rel_err) and V format.
-
-    Panels sit metric x format when that fits the page width, else one per row. The error
-    axis is logarithmic when its values span more than a factor of ten. Every metric in
-    ``metrics`` must have at least one non-null row.
-    """
-    labels = {
-        "sqnr_db": ("V SQNR (dB), higher is better", "%.1f"),
-        "attn_rel_err": ("attention-output relative error\n(lower is better)", "%.3f"),
-    }
-    drawn = accuracy[accuracy["value"].notna() & accuracy["metric"].isin(metrics)]
-    fmts = sorted(drawn["fmt"].unique())
-    colors = _family_colors(drawn)
-    panels = [(metric, fmt) for metric in metrics for fmt in fmts]
-    ncols = max(1, min(len(fmts), int(MAX_FIGURE_WIDTH // _panel_width(drawn))))
-    width = max(_panel_width(drawn), min(MAX_FIGURE_WIDTH / ncols, 9.0))
-    nrows = math.ceil(len(panels) / ncols)
-    fig, axes = plt.subplots(
-        nrows,
-        ncols,
-        figsize=(width * ncols, 3.4 * nrows + 0.8),
-        squeeze=False,
-        layout="constrained",
-    )
-    for ax in axes.flat[len(panels) :]:
-        ax.set_visible(False)
-    for ax, (metric, fmt) in zip(axes.flat, panels, strict=False):
-        label, fmt_value = labels[metric]
-        rows = drawn[(drawn["metric"] == metric) & (drawn["fmt"] == fmt)]
-        if rows.empty:
-            ax.text(0.5, 0.5, f"no {metric} rows for {fmt}", ha="center", transform=ax.transAxes)
-            ax.set_axis_off()
-            continue
-        _grouped_bars(ax, rows, fmt_value, colors)
-        positive = rows.loc[rows["value"] > 0, "value"]
-        if metric == "attn_rel_err" and len(positive) and positive.max() > 10 * positive.min():
-            ax.set_yscale("log")
-            ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-            ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-            ax.yaxis.set_minor_formatter(ticker.NullFormatter())
-            label += ", log"
-        ax.set_ylabel(label, fontsize=9)
-        ax.set_title(f"{metric}, V format {fmt}", fontsize=10)
-    _family_legend(fig, colors)
-    _save(fig, path)
-
-
 def bytes_per_token_chart(accuracy: pd.DataFrame, path: Path) -> None:
     """Stored bytes per token per scope, and the overhead over each family's smallest scope."""
     rows = accuracy[(accuracy["metric"] == "bytes_per_token") & accuracy["value"].notna()]
@@ -320,3 +288,126 @@ def bytes_per_token_chart(accuracy: pd.DataFrame, path: Path) -> None:
     right.set_title("bytes per token above the smallest scope, same data", fontsize=10)
     _family_legend(fig, colors)
     _save(fig, path)
+
+
+E2E_METRICS = {
+    "kl": ("next-token KL (nats), lower is better", 1.0),
+    "top1": ("top-1 agreement (%)", 100.0),
+    "ppl_change": ("perplexity change (%)", 100.0),
+}
+FMT_COLOR = {"e4m3": "C0", "e5m2": "C1", "int8": "C2"}
+
+
+def e2e_chart(e2e: pd.DataFrame, path: Path) -> None:
+    """Small multiples: one panel per metric, scopes along x, a point with its 95% interval
+    per V format (colour) and cache dtype (marker)."""
+    rows = e2e[e2e["layer"].isna() & e2e["metric"].isin(list(E2E_METRICS))]
+    scopes = _ordered(rows["scope"], [*SCALE_SCOPES, "EXTERNAL_CALIBRATED"])
+    fmts = _ordered(rows["fmt"], list(FMT_COLOR))
+    dtypes = _ordered(rows["cache_dtype"], list(DTYPE_MARKER))
+    fig, axes = plt.subplots(1, len(E2E_METRICS), figsize=(13.5, 3.3), layout="constrained")
+    slots = [(f, d) for f in fmts for d in dtypes]
+    width = 0.8 / max(len(slots), 1)
+    for ax, (metric, (label, scale)) in zip(axes, E2E_METRICS.items(), strict=True):
+        for k, (fmt, dtype) in enumerate(slots):
+            sel = rows[
+                (rows["metric"] == metric) & (rows["fmt"] == fmt) & (rows["cache_dtype"] == dtype)
+            ]
+            sel = sel.set_index("scope").reindex(scopes)
+            x = np.arange(len(scopes)) + (k - (len(slots) - 1) / 2) * width
+            value = sel["value"].to_numpy(float) * scale
+            low = np.clip(value - sel["ci_low"].to_numpy(float) * scale, 0, None)
+            high = np.clip(sel["ci_high"].to_numpy(float) * scale - value, 0, None)
+            ax.errorbar(
+                x,
+                value,
+                yerr=np.vstack([low, high]),
+                fmt=DTYPE_MARKER.get(dtype, "^"),
+                color=FMT_COLOR.get(fmt, "C3"),
+                markersize=4,
+                capsize=2,
+                linewidth=1,
+            )
+        if metric == "kl":
+            ax.set_yscale("log")
+        if metric == "ppl_change":
+            ax.axhline(0.0, color="0.5", linewidth=0.8)
+        ax.set_xticks(range(len(scopes)), [s.replace("_", "_\n", 1) for s in scopes], fontsize=7)
+        ax.set_title(label, fontsize=9)
+        ax.grid(True, axis="y", alpha=0.3)
+    handles = [Patch(color=FMT_COLOR.get(f, "C3"), label=f"V {f}") for f in fmts] + [
+        Line2D([], [], marker=DTYPE_MARKER.get(d, "^"), linestyle="", color="0.3", label=d)
+        for d in dtypes
+    ]
+    fig.legend(handles=handles, loc="outside right upper", fontsize=8, title="95% CI bars")
+    _save(fig, path)
+
+
+def layer_chart(e2e: pd.DataFrame, path: Path) -> None:
+    """Mean KL with one layer quantized, per layer, one line per scope (with its interval)."""
+    rows = e2e[(e2e["metric"] == "layer_kl") & e2e["layer"].notna()]
+    fig, ax = plt.subplots(figsize=(8.0, 2.8), layout="constrained")
+    for scope, line in rows.groupby("scope"):
+        line = line.sort_values("layer")
+        ax.fill_between(
+            line["layer"].to_numpy(float),
+            line["ci_low"].to_numpy(float),
+            line["ci_high"].to_numpy(float),
+            color=_scope_color(scope),
+            alpha=0.2,
+        )
+        ax.plot(
+            line["layer"],
+            line["value"],
+            marker="o",
+            markersize=3,
+            color=_scope_color(scope),
+            label=f"{scope} ({line['fmt'].iloc[0]}, {line['cache_dtype'].iloc[0]})",
+        )
+    ax.set_xlabel("the only quantized layer")
+    ax.set_ylabel("next-token KL (nats)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    _save(fig, path)
+
+
+def family_panels(
+    accuracy: pd.DataFrame, families: list[str], titles: dict[str, str], path: Path
+) -> None:
+    """Small multiples: one panel per data family (in the given order), attention-output
+    error per scope (V e4m3), each panel on its own log scale, titled with what the family is."""
+    rows = accuracy[
+        (accuracy["metric"] == "attn_rel_err")
+        & (accuracy["fmt"] == "e4m3")
+        & accuracy["value"].notna()
+    ]
+    ncols = min(len(families), 4)
+    nrows = math.ceil(len(families) / ncols)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(3.3 * ncols, 2.9 * nrows), squeeze=False, layout="constrained"
+    )
+    for ax in axes.flat[len(families) :]:
+        ax.set_visible(False)
+    for ax, family in zip(axes.flat, families, strict=False):
+        sel = rows[rows["data"] == family].groupby("scope")["value"].mean()
+        scopes = _ordered(pd.Series(sel.index), [*SCALE_SCOPES, "EXTERNAL_CALIBRATED"])
+        values = sel.reindex(scopes).to_numpy(float)
+        ax.bar(range(len(scopes)), values, color=[_scope_color(s) for s in scopes])
+        positive = values[values > 0]
+        if len(positive) and positive.max() > 10 * positive.min():
+            ax.set_yscale("log")
+        ax.set_xticks(range(len(scopes)), [_SHORT.get(s, s) for s in scopes], fontsize=7)
+        title = textwrap.fill(titles.get(family, ""), 44)
+        ax.set_title(f"{family.split(':', 1)[-1]}\n{title}", fontsize=7.5)
+        ax.grid(True, axis="y", alpha=0.3)
+    axes.flat[0].set_ylabel("attention-output rel. error", fontsize=8)
+    _save(fig, path)
+
+
+_SHORT = {
+    "PER_TENSOR": "TENSOR",
+    "PER_LAYER_HEAD": "L·HEAD",
+    "PER_PAGE_HEAD": "P·HEAD",
+    "EXTERNAL": "EXT 1.0",
+    "EXTERNAL_CALIBRATED": "EXT cal",
+}

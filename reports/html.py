@@ -2,7 +2,9 @@
 
 Images are referenced by relative path (they sit beside index.html); CSS and the small
 load-check script are inline. The script sets ``data-images-loaded``/``data-images-total``/
-``data-sections`` on ``<body>`` once the page has loaded, for headless-browser checks.
+``data-sections`` on ``<body>`` once the page has loaded, and ``data-first-screen``: the text
+of the summary's paragraphs and cards lying wholly above the fold (the window's height), for
+headless-browser checks of what the reader sees first.
 """
 
 from __future__ import annotations
@@ -69,6 +71,12 @@ window.addEventListener("load", function () {
   document.body.dataset.imagesLoaded = String(ok.length);
   document.body.dataset.sections = Array.prototype.map.call(
     document.querySelectorAll("section[id]"), function (s) { return s.id; }).join(" ");
+  var fold = window.innerHeight;
+  var shown = Array.prototype.filter.call(
+    document.querySelectorAll("#summary p, #summary .card"),
+    function (e) { return e.getBoundingClientRect().bottom <= fold; });
+  document.body.dataset.firstScreen = shown.map(function (e) {
+    return e.textContent; }).join(" | ");
 });
 """
 
@@ -200,4 +208,12 @@ def page(title: str, subtitle: str, sections: list[Section]) -> str:
         f"<script>{LOAD_CHECK_SCRIPT}</script></head>"
         f'<body><header><h1>{escape(title)}</h1><p class="meta">{escape(subtitle)}</p>'
         f"<nav>{nav}</nav></header><main>{body}</main></body></html>\n"
+    )
+
+
+def details(summary: str, content: str, csv_name: str) -> str:
+    """A table folded behind a summary line, with a link to its CSV file beside it."""
+    return (
+        f"<details><summary>{escape(summary)}</summary>{content}</details>"
+        f'<p class="meta">Table: <a href="{escape(csv_name)}">{escape(csv_name)}</a></p>'
     )

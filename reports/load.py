@@ -27,6 +27,7 @@ from conformance.core.schemas import (
     enum,
     results_fields,
     results_lists,
+    schema,
     validate,
 )
 
@@ -39,6 +40,18 @@ RESULTS_SCHEMA_VERSION = RESULTS_VERSION
 BENCH_FIELDS: dict[str, tuple[str, ...]] = {
     kind: bench_fields(kind) for kind in bench_kinds() if kind != "header"
 }
+# Extensions the schema declares (quartiles, raw samples, bootstrap blocks...): kept, so that
+# they survive into the CSV tables; null where a record lacks them.
+BENCH_EXTENSIONS: dict[str, tuple[str, ...]] = {
+    kind: tuple(
+        f
+        for f in schema("bench-row")["$defs"][kind].get("properties", {})
+        if f not in ("kind", "machine_id") and f not in fields
+    )
+    for kind, fields in BENCH_FIELDS.items()
+}
+# Added to every bench table: which run and which machine a row comes from.
+ROW_ORIGIN = ("run_id", "machine")
 CONFORMANCE_FIELDS: dict[str, tuple[str, ...]] = {
     name: results_fields(name) for name in results_lists()
 }
@@ -71,8 +84,14 @@ class BenchRun:
     def run_id(self) -> str:
         return str(self.header["run_id"])
 
+    @property
+    def machine(self) -> str:
+        """The machine this run measured (``machine_label`` of its header)."""
+        return machine_label(self.header)
+
     def table(self, kind: str) -> pd.DataFrame:
-        """Rows of one record kind, tagged with ``run_id`` (empty frame, right columns, if none)."""
+        """Rows of one record kind, tagged with ``run_id`` and ``machine`` (empty frame, right
+        columns, if none)."""
         return self.tables[kind]
 
 
@@ -95,7 +114,13 @@ class ReportInputs:
 
     def bench_table(self, kind: str) -> pd.DataFrame:
         """One record kind across all bench runs given as RESULTS (not the baseline)."""
-        return concat([run.table(kind) for run in self.bench], (*BENCH_FIELDS[kind], "run_id"))
+        columns = (*BENCH_FIELDS[kind], *BENCH_EXTENSIONS[kind], *ROW_ORIGIN)
+        return concat([run.table(kind) for run in self.bench], columns)
+
+    @property
+    def machines(self) -> list[str]:
+        """The machines of the bench runs, in input order, each once."""
+        return list(dict.fromkeys(run.machine for run in self.bench))
 
     def conformance_table(self, name: str) -> pd.DataFrame:
         """One list across all conformance results files, de-duplicated."""
@@ -111,6 +136,27 @@ def concat(frames: list[pd.DataFrame], columns: tuple[str, ...]) -> pd.DataFrame
     if not frames:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
     return pd.concat(frames, ignore_index=True)
+
+
+def machine_label(header: dict[str, Any], machine_id: object = None) -> str:
+    """A short name for the machine a bench row was measured on.
+
+    The row's ``machine_id`` (else ``env.machine.host_id``) then the hardware, from
+    ``env.machine`` where the writer records it ({host_id, cpu_model, cpu_count, gpu: {name,
+    ...}}), else from the older ``env`` fields (cpu_model, cpu_count, gpu.name): runs of
+    different machines are never merged, and two runs of one host share the name.
+    """
+    env: dict[str, Any] = header.get("env") or {}
+    found = env.get("machine")
+    machine: dict[str, Any] = found if isinstance(found, dict) else {}
+    cpu = machine.get("cpu_model") or env.get("cpu_model") or "?"
+    cores = machine.get("cpu_count") or env.get("cpu_count") or "?"
+    gpu = machine.get("gpu") if isinstance(machine.get("gpu"), dict) else env.get("gpu")
+    label = f"{cpu} x{cores}"
+    if isinstance(gpu, dict) and gpu.get("name"):
+        label += f" + {gpu['name']}"
+    host = machine_id if isinstance(machine_id, str) and machine_id else machine.get("host_id")
+    return f"{str(host)[:8]}: {label}" if host else label
 
 
 def _validate(document: Any, schema_name: str, where: str) -> None:
@@ -162,15 +208,22 @@ def load_bench(path: Path, lines: list[str]) -> BenchRun:
             header = record
         elif kind in BENCH_FIELDS:
             _validate(record, "bench-row", where)
-            records[kind].append({f: record[f] for f in BENCH_FIELDS[kind]})
+            row = {f: record[f] for f in BENCH_FIELDS[kind]}
+            row.update({f: record.get(f) for f in BENCH_EXTENSIONS[kind]})
+            row["machine_id"] = record.get("machine_id")
+            records[kind].append(row)
         else:
             ignored[str(kind)] += 1
     if header is None:
         raise ReportInputError(f"{path}: empty bench file (no header record)")
     tables = {}
     for kind, fields in BENCH_FIELDS.items():
-        table = _frame(records[kind], fields)
+        columns = tuple(dict.fromkeys((*fields, *BENCH_EXTENSIONS[kind], "machine_id")))
+        table = _frame(records[kind], columns)
         table["run_id"] = pd.Series([str(header["run_id"])] * len(table), dtype=object)
+        # a row's own machine_id (when the writer sets one) names its machine; else the header's
+        ids = table.pop("machine_id")
+        table["machine"] = pd.Series([machine_label(header, i) for i in ids], dtype=object)
         tables[kind] = table
     return BenchRun(path=path, header=header, tables=tables, ignored_kinds=dict(ignored))
 

@@ -4,38 +4,48 @@ The rule, stated on the page with the numbers it used:
 
 1. Eligible scopes store their scales in the blob (``EXTERNAL`` and its variants such as
    ``EXTERNAL_CALIBRATED`` do not: their scales travel out of band, so a blob alone cannot
-   be decoded) and have accuracy rows.
+   be decoded) and were measured.
 2. A scope is within bounds when its encode throughput costs at most ``MAX_ENCODE_COST``
-   relative to the fastest eligible scope (reference impl, paired per device, case and dtype,
-   median over cases, worst device) and its storage bytes per token exceed the smallest
-   eligible scope's by at most ``MAX_BYTES_OVERHEAD``.
-3. Among scopes within bounds, the lowest attention-output error (``attn_rel_err``) wins;
-   errors within ``ERROR_TIE`` of the lowest count as equal, and then the cheaper encode wins.
-   Error is the worst over every data family of the run, real-model and synthetic: a
-   scope is chosen for the data it will meet, and the synthetic families stand for the
-   outlier pages, heads and sink tokens that real models produce but one short capture may
-   lack. V format ``PREFERRED_FMT`` when measured.
+   relative to the fastest eligible scope (reference impl, paired per machine, device, case
+   and dtype, median over cases, worst device) and its storage bytes per token exceed the
+   smallest eligible scope's by at most ``MAX_BYTES_OVERHEAD``.
+3. Among scopes within bounds, the one that moves the real model's predictions least wins:
+   the end-to-end next-token KL divergence (``bench.e2e``; V format ``PREFERRED_FMT``, per
+   16-token block the mean over the float16 and bfloat16 caches). A scope whose paired
+   bootstrap interval of the KL difference from the lowest includes zero is statistically
+   tied with it; among tied scopes the smaller bytes per token, then the faster encode, win.
+   The synthetic stress families are adversarial by construction (``bench.families``): they
+   are shown beside the choice, never decide it. Without end-to-end rows (no model here),
+   the attention-output error on the realistic data (the real capture and the realistic
+   synthetic families) decides instead, errors within ``ERROR_TIE`` tying, and the page
+   says so.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
+from bench.bootstrap import paired_difference
+from bench.families import REALISTIC, STRESS, family_role
 from reports.load import scope_rank
 
 MAX_ENCODE_COST = 0.25
 MAX_BYTES_OVERHEAD = 0.05
 ERROR_TIE = 0.02
 PREFERRED_FMT = "e4m3"
+E2E_COLUMNS = ("model", "scope", "fmt", "layer", "metric", "value", "ci_low", "ci_high", "blocks")
 
 RULE_TEXT = (
     "Among scopes that store their scales in the blob, keep those whose encode throughput is "
     f"within {MAX_ENCODE_COST:.0%} of the fastest scope and whose storage bytes per token are "
-    f"within {MAX_BYTES_OVERHEAD:.0%} of the smallest; of these choose the lowest "
-    f"worst attention-output error over all data families, real and synthetic (errors within "
-    f"{ERROR_TIE:.0%} of each other tie, and the faster encode wins)."
+    f"within {MAX_BYTES_OVERHEAD:.0%} of the smallest; of these choose the one whose cache "
+    "moves the real model's next-token predictions least (mean KL divergence, float16 and "
+    "bfloat16 caches); scopes whose 95% paired bootstrap interval of the KL difference "
+    "includes zero tie, and then the fewer bytes per token, then the faster encode, win. "
+    "Synthetic stress families are shown beside the choice, not used to make it."
 )
 
 
@@ -46,32 +56,20 @@ def out_of_band(scope: str) -> bool:
 
 @dataclass(frozen=True)
 class ScopeChoice:
-    """The recommended scope (None if nothing could be judged) and the evidence per scope."""
+    """The recommended scope (None if nothing could be judged), the evidence per scope, the
+    basis, notes, and the one-paragraph statement for the page's first screen."""
 
     scope: str | None
     table: pd.DataFrame
     basis: str
     notes: list[str] = field(default_factory=list)
-
-
-def _error_basis(accuracy: pd.DataFrame) -> tuple[pd.DataFrame, str, str]:
-    """Rows of the data and format the error is judged on, the basis text, and the format."""
-    rows = accuracy[accuracy["metric"] == "attn_rel_err"]
-    fmts = sorted(rows["fmt"].unique())
-    fmt = PREFERRED_FMT if PREFERRED_FMT in fmts else fmts[0]
-    rows = rows[rows["fmt"] == fmt]
-    names = ", ".join(sorted(rows["data"].unique()))
-    return (
-        rows,
-        f"worst attention-output error over the data families ({names}), V format {fmt}",
-        fmt,
-    )
+    statement: str = ""
 
 
 def _encode_cost(throughput: pd.DataFrame, scopes: list[str]) -> tuple[pd.Series, list[str]]:
-    """Per scope: 1 - (GB/s / fastest scope's GB/s), paired per device, case and dtype.
+    """Per scope: 1 - (GB/s / fastest scope's GB/s), paired per machine, device, case, dtype.
 
-    The median over cases and dtypes is taken per device, then the worst device counts.
+    The median over cases and dtypes is taken per machine and device, then the worst counts.
     Returns the costs and the devices that had reference encode rows.
     """
     rows = throughput[
@@ -81,74 +79,219 @@ def _encode_cost(throughput: pd.DataFrame, scopes: list[str]) -> tuple[pd.Series
     ]
     if rows.empty:
         return pd.Series(dtype=float), []
-    keys = ["device", "case", "dtype"]
+    keys = ["machine", "device", "case", "dtype"]
     medians = rows.groupby([*keys, "scope"], dropna=False)["gbps"].median()
     fastest = medians.groupby(level=keys, dropna=False).transform("max")
-    relative = (medians / fastest).groupby(level=["device", "scope"]).median()
+    relative = (medians / fastest).groupby(level=["machine", "device", "scope"]).median()
     cost = (1.0 - relative).groupby(level="scope").max()
     return cost, sorted(rows["device"].unique())
 
 
-def choose_scope(accuracy: pd.DataFrame, throughput: pd.DataFrame) -> ScopeChoice:
-    """Apply the rule in this module's docstring to the run's accuracy and throughput rows."""
-    columns = ["scope", "attn_rel_err", "encode_cost", "bytes_per_token", "bytes_overhead"]
+def _kl_blocks(e2e: pd.DataFrame, scope: str) -> list[float] | None:
+    """Per-block KL of ``scope`` (e4m3, every layer), averaged over the cache dtypes."""
+    rows = e2e[
+        (e2e["metric"] == "kl")
+        & (e2e["scope"] == scope)
+        & (e2e["fmt"] == PREFERRED_FMT)
+        & e2e["layer"].isna()
+    ]
+    blocks = [b for b in rows["blocks"] if isinstance(b, list) and b]
+    if not blocks or len({len(b) for b in blocks}) != 1:
+        return None
+    return [float(x) for x in np.mean(np.asarray(blocks, dtype=float), axis=0)]
+
+
+def _metric(e2e: pd.DataFrame, scope: str, metric: str) -> tuple[float, float, float]:
+    """(value, low, high) of an e2e metric, worst over the cache dtypes (e4m3, every layer)."""
+    rows = e2e[
+        (e2e["metric"] == metric)
+        & (e2e["scope"] == scope)
+        & (e2e["fmt"] == PREFERRED_FMT)
+        & e2e["layer"].isna()
+    ]
+    if rows.empty:
+        return (np.nan, np.nan, np.nan)
+    ordered = rows.sort_values("value")
+    worst = ordered.iloc[0] if metric == "top1" else ordered.iloc[-1]
+    return (float(worst["value"]), float(worst["ci_low"]), float(worst["ci_high"]))
+
+
+def _attention(accuracy: pd.DataFrame, role: str) -> pd.Series:
+    """Worst attn_rel_err per scope over the data of one role (real, realistic, stress)."""
+    rows = accuracy[
+        (accuracy["metric"] == "attn_rel_err")
+        & (accuracy["fmt"] == PREFERRED_FMT)
+        & accuracy["value"].notna()
+    ]
+    roles = rows["data"].astype(str).map(lambda d: family_role(d)[0])
+    return rows[roles == role].groupby("scope")["value"].max()
+
+
+def choose_scope(
+    accuracy: pd.DataFrame, throughput: pd.DataFrame, e2e: pd.DataFrame | None = None
+) -> ScopeChoice:
+    """Apply the rule in this module's docstring to the run's rows."""
     notes: list[str] = []
+    e2e = e2e if e2e is not None else pd.DataFrame(columns=list(E2E_COLUMNS))
     accuracy = accuracy[accuracy["value"].notna()]
     accuracy = accuracy.assign(scope=accuracy["scope"].astype(str).str.upper())
     throughput = throughput.assign(scope=throughput["scope"].astype(str).str.upper())
-    if (accuracy["metric"] == "attn_rel_err").sum() == 0:
-        notes.append("no attention-output error rows in this run: no scope can be recommended")
-        return ScopeChoice(None, pd.DataFrame(columns=columns), "", notes)
-
-    error_rows, basis, fmt = _error_basis(accuracy)
-    error = error_rows.groupby("scope")["value"].max()
-    excluded = sorted(s for s in error.index if out_of_band(s))
+    measured_e2e = sorted(set(e2e.loc[e2e["metric"] == "kl", "scope"].astype(str)))
+    measured_acc = sorted(set(accuracy.loc[accuracy["metric"] == "attn_rel_err", "scope"]))
+    measured = measured_e2e or measured_acc
+    if not measured:
+        notes.append("no end-to-end or attention-error rows in this run: no scope is recommended")
+        return ScopeChoice(None, pd.DataFrame(columns=["scope"]), "", notes)
+    excluded = sorted(s for s in measured if out_of_band(s))
     if excluded:
         notes.append(f"{', '.join(excluded)} not eligible: scales stored outside the blob")
-    scopes = sorted(
-        (s for s in error.index if not out_of_band(s)), key=lambda s: (scope_rank(s), s)
-    )
-    error = error[scopes]
+    scopes = sorted((s for s in measured if not out_of_band(s)), key=lambda s: (scope_rank(s), s))
 
-    bpt_rows = accuracy[
-        (accuracy["metric"] == "bytes_per_token")
-        & (accuracy["data"].isin(error_rows["data"].unique()))
-        & (accuracy["fmt"] == fmt)
-    ]
-    bytes_per_token = bpt_rows.groupby("scope")["value"].max().reindex(scopes)
-    overhead = bytes_per_token / bytes_per_token.min() - 1.0
-    if bytes_per_token.isna().all():
+    table = pd.DataFrame({"scope": scopes})
+    for metric in ("kl", "top1", "ppl_change"):
+        values = [_metric(e2e, s, metric) for s in scopes]
+        table[metric] = [v[0] for v in values]
+        table[f"{metric}_low"] = [v[1] for v in values]
+        table[f"{metric}_high"] = [v[2] for v in values]
+    for role, column in (("real", "attn_err_real"), (REALISTIC, "attn_err_realistic")):
+        table[column] = _attention(accuracy, role).reindex(scopes).to_numpy()
+    table["attn_err_stress"] = _attention(accuracy, STRESS).reindex(scopes).to_numpy()
+
+    bpt_rows = accuracy[(accuracy["metric"] == "bytes_per_token") & (accuracy["fmt"] == "e4m3")]
+    real_bpt = bpt_rows[bpt_rows["data"].astype(str).str.startswith("real:")]
+    bpt = (real_bpt if not real_bpt.empty else bpt_rows).groupby("scope")["value"].max()
+    table["bytes_per_token"] = bpt.reindex(scopes).to_numpy()
+    table["bytes_overhead"] = table["bytes_per_token"] / table["bytes_per_token"].min() - 1.0
+    if table["bytes_per_token"].isna().all():
         notes.append("no bytes_per_token rows: storage overhead not judged")
 
     cost, devices = _encode_cost(throughput, scopes)
-    cost = cost.reindex(scopes)
+    table["encode_cost"] = cost.reindex(scopes).to_numpy()
     if not devices:
         notes.append("no reference encode throughput rows: encode cost not judged")
-    else:
-        basis += f"; encode cost: worst of the reference encode rows on {', '.join(devices)}"
-    unmeasured = [s for s in scopes if pd.isna(cost.get(s))] if devices else []
-    if unmeasured:
+    unmeasured = [s for s, c in zip(scopes, table["encode_cost"], strict=True) if pd.isna(c)]
+    if devices and unmeasured:
         notes.append(f"no reference encode rows for {', '.join(unmeasured)}: its cost is unknown")
 
-    table = pd.DataFrame(
-        {
-            "scope": scopes,
-            "attn_rel_err": error.to_numpy(),
-            "encode_cost": cost.to_numpy(),
-            "bytes_per_token": bytes_per_token.to_numpy(),
-            "bytes_overhead": overhead.to_numpy(),
-        }
-    )
     within = (table["encode_cost"].isna() | (table["encode_cost"] <= MAX_ENCODE_COST)) & (
         table["bytes_overhead"].isna() | (table["bytes_overhead"] <= MAX_BYTES_OVERHEAD)
     )
     table["within_bounds"] = within
     candidates = table[within]
     if candidates.empty:
-        notes.append("no scope is within both bounds: choosing on error alone")
+        notes.append("no scope is within both bounds: choosing on accuracy alone")
         candidates = table
-    best = candidates["attn_rel_err"].min()
-    tied = candidates[candidates["attn_rel_err"] <= best * (1.0 + ERROR_TIE)]
-    chosen = str(tied.sort_values(["encode_cost", "attn_rel_err"]).iloc[0]["scope"])
+
+    blocks = {s: _kl_blocks(e2e, s) for s in scopes}
+    table["kl_diff"] = np.nan
+    table["kl_diff_low"] = np.nan
+    table["kl_diff_high"] = np.nan
+    if measured_e2e and all(blocks[s] is not None for s in candidates["scope"]):
+        mean_kl = {s: float(np.mean(blocks[s] or [])) for s in candidates["scope"]}
+        best = min(mean_kl, key=lambda s: mean_kl[s])
+        tied = []
+        for s in candidates["scope"]:
+            diff, low, high = paired_difference(blocks[s] or [], blocks[best] or [])
+            table.loc[table["scope"] == s, ["kl_diff", "kl_diff_low", "kl_diff_high"]] = (
+                diff,
+                low,
+                high,
+            )
+            if low <= 0.0:
+                tied.append(s)
+        basis = (
+            f"end-to-end next-token KL of {e2e['model'].iloc[0]} "
+            f"(V format {PREFERRED_FMT}, mean over float16 and bfloat16 caches)"
+        )
+    else:
+        if measured_e2e:
+            notes.append("end-to-end rows lack bootstrap blocks: judged on attention error")
+        else:
+            notes.append(
+                "no end-to-end rows (the model could not run here): judged on the attention-"
+                "output error over the realistic data instead"
+            )
+        error = (
+            candidates["attn_err_real"]
+            .fillna(candidates["attn_err_realistic"])
+            .fillna(candidates["attn_err_stress"])
+        )
+        if candidates["attn_err_real"].isna().all():
+            notes.append("no real-model attention rows either: realistic, else stress, data")
+        best = str(candidates["scope"].to_numpy()[int(np.nanargmin(error.to_numpy(float)))])
+        limit = error.min() * (1 + ERROR_TIE)
+        tied = [s for s, e in zip(candidates["scope"], error, strict=True) if e <= limit]
+        basis = "attention-output error on the real capture and the realistic synthetic families"
+    if devices:
+        basis += f"; encode cost: worst of the reference encode rows on {', '.join(devices)}"
+    table["tied"] = table["scope"].isin(tied)
+    ranked = table[table["tied"]].sort_values(
+        ["bytes_per_token", "encode_cost"], na_position="last"
+    )
+    chosen = str(ranked.iloc[0]["scope"])
     table["chosen"] = table["scope"] == chosen
-    return ScopeChoice(chosen, table, basis, notes)
+    return ScopeChoice(chosen, table, basis, notes, _statement(table, chosen, best))
+
+
+def _percent(value: float) -> str:
+    return "?" if pd.isna(value) else f"{value:.1%}"
+
+
+def _ci(value: float, low: float, high: float, spec: str, scale: float = 1.0) -> str:
+    """``value [low, high]`` formatted with ``spec`` after multiplying by ``scale``."""
+    if pd.isna(value):
+        return "not measured"
+    return f"{value * scale:{spec}} [{low * scale:{spec}}, {high * scale:{spec}}]"
+
+
+def _figures(row: pd.Series) -> str:
+    """KL, top-1 and perplexity change of one table row, with their intervals."""
+    kl = _ci(row["kl"], row["kl_low"], row["kl_high"], ".2e")
+    top1 = _ci(row["top1"], row["top1_low"], row["top1_high"], ".1f", 100)
+    ppl = _ci(row["ppl_change"], row["ppl_change_low"], row["ppl_change_high"], "+.2f", 100)
+    return f"KL {kl} nats/token, top-1 agreement {top1}%, perplexity {ppl}%"
+
+
+def _diff(row: pd.Series) -> str:
+    return _ci(row["kl_diff"], row["kl_diff_low"], row["kl_diff_high"], "+.1e")
+
+
+def _statement(table: pd.DataFrame, chosen: str, best: str) -> str:
+    """The recommendation in words: the chosen scope's figures, its margin, and why."""
+    row = table[table["scope"] == chosen].iloc[0]
+    if pd.isna(row["kl"]):
+        return (
+            f"{chosen}: attention-output error {row['attn_err_real']:.4g} on the real capture "
+            "(no end-to-end figures in this run)."
+        )
+    head = f"{chosen}: {_figures(row)}"
+    out = table[~table["within_bounds"]]
+    if not out.empty:
+        reasons = [
+            f"{r['scope']} (encode {_percent(r['encode_cost'])} slower than the fastest, "
+            f"{_percent(r['bytes_overhead'])} more bytes)"
+            for _, r in out.iterrows()
+        ]
+        head += f". Outside the speed and bytes bounds: {', '.join(reasons)}"
+    others = table[(table["scope"] != chosen) & table["kl_diff"].notna()]
+    tied = others[others["tied"]]
+    if chosen != best:
+        return (
+            f"{head}. The lowest KL is {best}'s, and {chosen} is within its interval (KL "
+            f"difference {_diff(row)}), so the choice rests on bytes and speed: {chosen} "
+            "stores fewer bytes per token or encodes faster."
+        )
+    if not tied.empty:
+        names = ", ".join(tied["scope"])
+        verb = "is" if len(tied) == 1 else "are"
+        return (
+            f"{head}. {names} {verb} within the interval, so the choice rests on bytes and "
+            f"speed, where {chosen} is no worse."
+        )
+    if others.empty:
+        return f"{head}."
+    nxt = others.sort_values("kl_diff").iloc[0]
+    return (
+        f"{head}. The next scope, {nxt['scope']}, moves the predictions more: KL higher by "
+        f"{_diff(nxt)} (the interval excludes zero)."
+    )

@@ -60,12 +60,14 @@ def failures(tests: pd.DataFrame, rules: pd.DataFrame) -> pd.DataFrame:
 
 
 def headline_ratios(throughput: pd.DataFrame) -> pd.DataFrame:
-    """Reference-implementation GB/s and its ratios, median over scopes, dtypes and cases.
+    """Reference-implementation GB/s and its ratios per machine (never pooled across machines),
+    median over scopes, dtypes and cases.
 
     ``ratio_to_upstream`` and ``ratio_to_limit`` are the per-row ratios the bench measured
     within one run (SCHEMAS: throughput rows); here they are summarised by median and range.
     """
     columns = [
+        "machine",
         "device",
         "op",
         "rows",
@@ -77,12 +79,13 @@ def headline_ratios(throughput: pd.DataFrame) -> pd.DataFrame:
     ]
     ref = throughput[throughput["impl"] == "reference"]
     rows = []
-    for (device, op), group in ref.groupby(["device", "op"], sort=True):
+    for (machine, device, op), group in ref.groupby(["machine", "device", "op"], sort=True):
         up = pd.to_numeric(group["ratio_to_upstream"], errors="coerce").dropna()
         lim = pd.to_numeric(group["ratio_to_limit"], errors="coerce").dropna()
         limits = sorted({str(x) for x in group["limit"].dropna()})
         rows.append(
             {
+                "machine": machine,
                 "device": device,
                 "op": op,
                 "rows": len(group),

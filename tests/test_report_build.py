@@ -16,10 +16,11 @@ from reports.cli import main
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
 SECTIONS = [
     "summary",
+    "e2e",
+    "accuracy",
+    "throughput",
     "conformance",
     "interop",
-    "throughput",
-    "accuracy",
     "comparison",
     "environment",
 ]
@@ -62,7 +63,7 @@ def full(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
 def test_every_section_present_in_reading_order(full: tuple[Path, str]) -> None:
     _, page = full
-    assert re.findall(r'<section id="([a-z]+)">', page) == SECTIONS
+    assert re.findall(r'<section id="([a-z0-9]+)">', page) == SECTIONS
     assert 'class="note"' not in section(page, "throughput")
 
 
@@ -74,7 +75,8 @@ def test_every_image_referenced_exists_and_is_a_png(full: tuple[Path, str]) -> N
             "producer_consumer.png",
             "throughput_cpu.png",
             "throughput_cuda.png",
-            "accuracy.png",
+            "accuracy_realistic.png",
+            "accuracy_stress.png",
             "bytes_per_token.png",
         ]
     )
@@ -131,6 +133,7 @@ def test_summary_counts_and_recommended_scope(full: tuple[Path, str]) -> None:
     text = section(page, "summary")
     assert "Recommended scale scope: PER_PAGE_HEAD" in text
     assert "Rule: Among scopes that store their scales in the blob" in text
+    assert "no end-to-end rows" in text
     assert "upstream: 1 MUST test(s) FAIL" in text
     assert '<tr class="chosen"><td>PER_PAGE_HEAD</td>' in text
     assert "Against the baseline (lmckv bench compare), bench-cpu.jsonl: 9 regression(s)" in text
@@ -201,14 +204,14 @@ def test_bench_only_synthetic_only_notes_what_is_missing(tmp_path: Path) -> None
     out = tmp_path / "out"
     assert main([str(synthetic), "--out", str(out)]) == 0
     page = (out / "index.html").read_text()
-    assert re.findall(r'<section id="([a-z]+)">', page) == SECTIONS
+    assert re.findall(r'<section id="([a-z0-9]+)">', page) == SECTIONS
     for section_id in ("conformance", "interop"):
         assert "no conformance results file among the inputs" in section(page, section_id)
     assert "no CUDA rows in this run: cuda: no CUDA device" in section(page, "throughput")
     assert "no real-model rows in this run" in section(page, "accuracy")
     assert "no --baseline given" in section(page, "comparison")
     assert "Recommended scale scope: PER_PAGE_HEAD" in page
-    assert "over the data families (synthetic:wide-range)" in page
+    assert "no real-model attention rows either" in page
     assert not (out / "throughput_cuda.png").exists()
     for source in re.findall(r'<img src="([^"]+)"', page):
         png_size(out / source)
@@ -277,9 +280,53 @@ def test_odd_but_valid_inputs_degrade_with_notes(tmp_path: Path) -> None:
     page = (out / "index.html").read_text()
     assert "only limit rows (copy) on CUDA" in section(page, "throughput")
     assert " nan " not in section(page, "environment")
-    assert "no sqnr_db rows in this run" in section(page, "accuracy")
+    assert "accuracy_realistic.png" in section(page, "accuracy")  # null values are left out
     assert 'SPEC.md#kv-magic">#kv-magic</a>' in page and "##" not in page
     assert re.search(r"<tr><td>NEW-RULE</td><td>\?</td>", section(page, "conformance"))
     assert "PER_TENSOR" not in set(pd.read_csv(out / "scope_choice.csv")["scope"])
     for source in re.findall(r'<img src="([^"]+)"', page):
         png_size(out / source)
+
+
+def _on_machine(source: Path, target: Path, host: str, cpu: str) -> Path:
+    """``source`` as if run on another machine: env.machine in the header, machine_id on rows,
+    quartiles and raw samples on throughput rows."""
+    records = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
+    header = records[0]
+    header["run_id"] = f"{header['run_id']}-{host}"
+    header["env"] = {**header["env"], "cpu_model": cpu}
+    header["env"]["machine"] = {"host_id": host, "cpu_model": cpu, "cpu_count": 2, "gpu": None}
+    for record in records[1:]:
+        record["machine_id"] = host
+        if record["kind"] == "throughput":
+            median = record["median_s"]
+            record.update(q25_s=median * 0.9, q75_s=median * 1.1, samples_s=[median, median])
+    target.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return target
+
+
+def test_two_machines_are_shown_apart_never_averaged(tmp_path: Path) -> None:
+    source = FIXTURES / "bench-cpu.jsonl"
+    first = _on_machine(source, tmp_path / "bench-a.jsonl", "hostaaaa1111", "CPU-A")
+    second = _on_machine(source, tmp_path / "bench-b.jsonl", "hostbbbb2222", "CPU-B")
+    out = tmp_path / "out"
+    assert main([str(first), str(second), "--out", str(out)]) == 0
+    page = (out / "index.html").read_text()
+    a, b = "hostaaaa: CPU-A x2", "hostbbbb: CPU-B x2"
+
+    headline = pd.read_csv(out / "headline_ratios.csv")
+    assert set(headline["machine"]) == {a, b}
+    per_machine = headline.groupby("machine")["reference GB/s (median)"].apply(list)
+    assert per_machine[a] == per_machine[b]  # the same rows each, not one pooled row
+
+    throughput = pd.read_csv(out / "throughput.csv")
+    assert set(throughput["machine"]) == {a, b}
+    assert throughput[["q25_s", "q75_s", "samples_s"]].notna().all().all()
+    by_scope = pd.read_csv(out / "throughput_by_scope.csv")
+    assert f"reference GB/s [{a}]" in by_scope.columns
+    assert f"reference GB/s [{b}]" in by_scope.columns
+
+    summary = section(page, "summary")
+    assert f"<td>{a}</td>" in summary and f"<td>{b}</td>" in summary
+    assert f"reference GB/s [{a}]" in section(page, "throughput")
+    assert "throughput_cpu_1.png" in page and "throughput_cpu_2.png" in page

@@ -1,4 +1,5 @@
-"""The recommended scale scope: the rule stated on the page, applied to measured rows."""
+"""The recommended scale scope: decided on the real model's end-to-end KL with its paired
+bootstrap interval, within the speed and bytes bounds; stress families shown, never deciding."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from reports.load import BenchRun, load_results
 from reports.scope_choice import MAX_BYTES_OVERHEAD, MAX_ENCODE_COST, choose_scope
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
+REAL = "real:m"
+STRESS = "synthetic:page_scale"
 
 
 def accuracy(rows: dict[tuple[str, str], tuple[float, float]]) -> pd.DataFrame:
@@ -26,7 +29,7 @@ def accuracy(rows: dict[tuple[str, str], tuple[float, float]]) -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
-def encode(gbps: dict[str, float], device: str = "cpu") -> pd.DataFrame:
+def encode(gbps: dict[str, float], device: str = "cpu", machine: str = "m1") -> pd.DataFrame:
     """Reference encode rows, one case, one dtype, scope -> GB/s."""
     return pd.DataFrame(
         [
@@ -38,52 +41,123 @@ def encode(gbps: dict[str, float], device: str = "cpu") -> pd.DataFrame:
                 "dtype": "float16",
                 "case": "c",
                 "gbps": value,
+                "machine": machine,
             }
             for scope, value in gbps.items()
         ]
     )
 
 
-SYN = "synthetic:wide"
+def e2e(blocks: dict[str, list[float]]) -> pd.DataFrame:
+    """scope -> per-block KL, as e2e kl/top1/ppl_change rows for both cache dtypes."""
+    records = []
+    for scope, kl in blocks.items():
+        mean = sum(kl) / len(kl)
+        for dtype in ("float16", "bfloat16"):
+            for metric, value in (("kl", mean), ("top1", 0.99), ("ppl_change", 0.001)):
+                records.append(
+                    {
+                        "model": "m",
+                        "scope": scope,
+                        "fmt": "e4m3",
+                        "cache_dtype": dtype,
+                        "layer": None,
+                        "metric": metric,
+                        "value": value,
+                        "ci_low": value * 0.9,
+                        "ci_high": value * 1.1,
+                        "tokens": 16 * len(kl),
+                        "windows": 4,
+                        "blocks": kl,
+                    }
+                )
+    return pd.DataFrame(records)
 
 
-def test_fixture_run_recommends_per_page_head() -> None:
-    run = load_results(FIXTURES / "bench-cpu.jsonl")
-    assert isinstance(run, BenchRun)
-    choice = choose_scope(run.table("accuracy"), run.table("throughput"))
+NOISY = [0.001, 0.004, 0.002, 0.003, 0.0015, 0.0035, 0.002, 0.003]
+CLEAR_LOW = [0.001] * 8
+CLEAR_HIGH = [0.01, 0.011, 0.012, 0.01, 0.011, 0.012, 0.01, 0.011]
+
+
+def test_lowest_kl_wins_when_clearly_lower() -> None:
+    rows = {("PER_TENSOR", REAL): (0.02, 100.0), ("PER_PAGE_HEAD", REAL): (0.02, 101.0)}
+    choice = choose_scope(
+        accuracy(rows),
+        encode({"PER_TENSOR": 1.0, "PER_PAGE_HEAD": 0.95}),
+        e2e({"PER_TENSOR": CLEAR_HIGH, "PER_PAGE_HEAD": CLEAR_LOW}),
+    )
     assert choice.scope == "PER_PAGE_HEAD"
-    assert "real:SmolLM2-135M-Instruct" in choice.basis
-    chosen = choice.table.set_index("scope").loc["PER_PAGE_HEAD"]
-    assert chosen["attn_rel_err"] == pytest.approx(0.0213)  # its worst family: wide-range
-    assert 0 < chosen["encode_cost"] <= MAX_ENCODE_COST
-    assert chosen["bytes_overhead"] == pytest.approx(17331.8 / 17309.8 - 1)
-    assert "EXTERNAL" not in set(choice.table["scope"])
-    assert any("EXTERNAL not eligible" in n for n in choice.notes)
+    assert "end-to-end next-token KL" in choice.basis
+    assert "The next scope, PER_TENSOR, moves the predictions more" in choice.statement
+    assert "(the interval excludes zero)" in choice.statement
+    chosen = choice.table.set_index("scope").loc["PER_TENSOR"]
+    assert chosen["kl_diff_low"] > 0
 
 
-def test_lowest_error_wins_when_within_bounds() -> None:
-    rows = {("PER_TENSOR", SYN): (0.2, 100.0), ("PER_PAGE_HEAD", SYN): (0.02, 101.0)}
-    choice = choose_scope(accuracy(rows), encode({"PER_TENSOR": 1.0, "PER_PAGE_HEAD": 0.95}))
+def test_kl_within_the_interval_ties_and_bytes_decide() -> None:
+    shifted = [x + 0.0001 for x in NOISY[::-1]]
+    rows = {("PER_LAYER_HEAD", REAL): (0.02, 100.0), ("PER_PAGE_HEAD", REAL): (0.02, 101.0)}
+    choice = choose_scope(
+        accuracy(rows),
+        encode({"PER_LAYER_HEAD": 1.0, "PER_PAGE_HEAD": 1.0}),
+        e2e({"PER_LAYER_HEAD": shifted, "PER_PAGE_HEAD": NOISY}),
+    )
+    assert choice.scope == "PER_LAYER_HEAD"  # fewer bytes, KL tied
+    assert bool(choice.table["tied"].all())
+    assert "The lowest KL is PER_PAGE_HEAD's" in choice.statement
+    assert "the choice rests on bytes and speed" in choice.statement
+
+
+def test_stress_families_never_decide() -> None:
+    rows = {
+        ("PER_TENSOR", REAL): (0.02, 100.0),
+        ("PER_PAGE_HEAD", REAL): (0.02, 100.0),
+        ("PER_TENSOR", STRESS): (0.9, 100.0),
+        ("PER_PAGE_HEAD", STRESS): (0.01, 100.0),
+    }
+    choice = choose_scope(
+        accuracy(rows),
+        encode({"PER_TENSOR": 1.0, "PER_PAGE_HEAD": 1.0}),
+        e2e({"PER_TENSOR": CLEAR_LOW, "PER_PAGE_HEAD": CLEAR_HIGH}),
+    )
+    assert choice.scope == "PER_TENSOR"
+    table = choice.table.set_index("scope")
+    assert table.loc["PER_TENSOR", "attn_err_stress"] == pytest.approx(0.9)  # shown beside
+
+
+def test_without_e2e_the_realistic_attention_error_decides() -> None:
+    rows = {
+        ("PER_TENSOR", REAL): (0.05, 100.0),
+        ("PER_PAGE_HEAD", REAL): (0.02, 100.0),
+        ("PER_TENSOR", STRESS): (0.01, 100.0),
+        ("PER_PAGE_HEAD", STRESS): (0.9, 100.0),
+    }
+    choice = choose_scope(accuracy(rows), encode({"PER_TENSOR": 1.0, "PER_PAGE_HEAD": 1.0}))
     assert choice.scope == "PER_PAGE_HEAD"
-    assert "worst attention-output error over the data families" in choice.basis
+    assert any("no end-to-end rows" in n for n in choice.notes)
+    assert "attention-output error" in choice.statement
 
 
 def test_too_slow_encode_is_out_of_bounds() -> None:
-    rows = {("PER_TENSOR", SYN): (0.2, 100.0), ("PER_PAGE_HEAD", SYN): (0.02, 101.0)}
+    rows = {("PER_TENSOR", REAL): (0.2, 100.0), ("PER_PAGE_HEAD", REAL): (0.02, 101.0)}
     slow = 1.0 - MAX_ENCODE_COST - 0.05
-    choice = choose_scope(accuracy(rows), encode({"PER_TENSOR": 1.0, "PER_PAGE_HEAD": slow}))
+    choice = choose_scope(
+        accuracy(rows),
+        encode({"PER_TENSOR": 1.0, "PER_PAGE_HEAD": slow}),
+        e2e({"PER_TENSOR": CLEAR_HIGH, "PER_PAGE_HEAD": CLEAR_LOW}),
+    )
     assert choice.scope == "PER_TENSOR"
     table = choice.table.set_index("scope")
     assert not table.loc["PER_PAGE_HEAD", "within_bounds"]
     assert table.loc["PER_PAGE_HEAD", "encode_cost"] == pytest.approx(1.0 - slow)
 
 
-def test_worst_device_sets_the_encode_cost() -> None:
-    rows = {("PER_TENSOR", SYN): (0.2, 100.0), ("PER_PAGE_HEAD", SYN): (0.02, 100.0)}
+def test_worst_machine_and_device_set_the_encode_cost() -> None:
+    rows = {("PER_TENSOR", REAL): (0.2, 100.0), ("PER_PAGE_HEAD", REAL): (0.02, 100.0)}
     throughput = pd.concat(
         [
-            encode({"PER_TENSOR": 1.0, "PER_PAGE_HEAD": 0.99}, "cpu"),
-            encode({"PER_TENSOR": 500.0, "PER_PAGE_HEAD": 250.0}, "cuda"),
+            encode({"PER_TENSOR": 1.0, "PER_PAGE_HEAD": 0.99}, "cpu", "a"),
+            encode({"PER_TENSOR": 2.0, "PER_PAGE_HEAD": 1.0}, "cpu", "b"),
         ]
     )
     choice = choose_scope(accuracy(rows), throughput)
@@ -93,62 +167,42 @@ def test_worst_device_sets_the_encode_cost() -> None:
 
 def test_storage_overhead_bound() -> None:
     big = 100.0 * (1.0 + MAX_BYTES_OVERHEAD + 0.01)
-    rows = {("PER_TENSOR", SYN): (0.2, 100.0), ("PER_PAGE_HEAD", SYN): (0.02, big)}
-    choice = choose_scope(accuracy(rows), encode({"PER_TENSOR": 1.0, "PER_PAGE_HEAD": 1.0}))
+    rows = {("PER_TENSOR", REAL): (0.2, 100.0), ("PER_PAGE_HEAD", REAL): (0.02, big)}
+    choice = choose_scope(
+        accuracy(rows),
+        encode({"PER_TENSOR": 1.0, "PER_PAGE_HEAD": 1.0}),
+        e2e({"PER_TENSOR": CLEAR_HIGH, "PER_PAGE_HEAD": CLEAR_LOW}),
+    )
     assert choice.scope == "PER_TENSOR"
-
-
-def test_tied_errors_prefer_the_faster_encode() -> None:
-    rows = {("PER_LAYER_HEAD", SYN): (0.0201, 100.0), ("PER_PAGE_HEAD", SYN): (0.0200, 100.0)}
-    choice = choose_scope(accuracy(rows), encode({"PER_LAYER_HEAD": 1.0, "PER_PAGE_HEAD": 0.95}))
-    assert choice.scope == "PER_LAYER_HEAD"
-
-
-def test_worst_family_counts_real_and_synthetic_alike() -> None:
-    rows = {
-        ("PER_TENSOR", SYN): (0.3, 100.0),
-        ("PER_PAGE_HEAD", SYN): (0.02, 100.0),
-        ("PER_TENSOR", "real:m"): (0.01, 100.0),
-        ("PER_PAGE_HEAD", "real:m"): (0.05, 100.0),
-    }
-    choice = choose_scope(accuracy(rows), encode({"PER_TENSOR": 1.0, "PER_PAGE_HEAD": 1.0}))
-    assert choice.scope == "PER_PAGE_HEAD"  # worst 0.05 beats PER_TENSOR's worst 0.3
-    assert "real:m" in choice.basis and SYN in choice.basis
-
-
-def test_worst_synthetic_family_counts() -> None:
-    rows = {
-        ("PER_TENSOR", "synthetic:a"): (0.01, 100.0),
-        ("PER_TENSOR", "synthetic:b"): (0.4, 100.0),
-        ("PER_PAGE_HEAD", "synthetic:a"): (0.03, 100.0),
-        ("PER_PAGE_HEAD", "synthetic:b"): (0.03, 100.0),
-    }
-    choice = choose_scope(accuracy(rows), encode({"PER_TENSOR": 1.0, "PER_PAGE_HEAD": 1.0}))
-    assert choice.scope == "PER_PAGE_HEAD"
 
 
 def test_external_scales_are_never_recommended() -> None:
     rows = {
-        ("EXTERNAL", SYN): (0.001, 90.0),
-        ("EXTERNAL_CALIBRATED", SYN): (0.001, 90.0),
-        ("PER_TENSOR", SYN): (0.2, 100.0),
+        ("EXTERNAL_CALIBRATED", REAL): (0.001, 90.0),
+        ("PER_TENSOR", REAL): (0.2, 100.0),
     }
-    choice = choose_scope(accuracy(rows), encode({"EXTERNAL": 1.0, "PER_TENSOR": 1.0}))
+    choice = choose_scope(
+        accuracy(rows),
+        encode({"PER_TENSOR": 1.0}),
+        e2e({"EXTERNAL_CALIBRATED": CLEAR_LOW, "PER_TENSOR": CLEAR_HIGH}),
+    )
     assert choice.scope == "PER_TENSOR"
     assert list(choice.table["scope"]) == ["PER_TENSOR"]
-    assert "EXTERNAL, EXTERNAL_CALIBRATED not eligible" in choice.notes[0]
+    assert "EXTERNAL_CALIBRATED not eligible" in choice.notes[0]
 
 
-def test_missing_throughput_is_noted_and_bytes_still_judged() -> None:
-    rows = {("PER_TENSOR", SYN): (0.2, 100.0), ("PER_PAGE_HEAD", SYN): (0.02, 101.0)}
-    choice = choose_scope(accuracy(rows), encode({"PER_TENSOR": 1.0}).iloc[0:0])
+def test_fixture_run_recommends_per_page_head_without_e2e() -> None:
+    run = load_results(FIXTURES / "bench-cpu.jsonl")
+    assert isinstance(run, BenchRun)
+    choice = choose_scope(run.table("accuracy"), run.table("throughput"), run.table("e2e"))
     assert choice.scope == "PER_PAGE_HEAD"
-    assert any("encode cost not judged" in n for n in choice.notes)
+    assert "EXTERNAL" not in set(choice.table["scope"])
+    assert any("EXTERNAL not eligible" in n for n in choice.notes)
 
 
-def test_no_error_rows_gives_no_recommendation() -> None:
-    frame = accuracy({("PER_TENSOR", SYN): (0.2, 100.0)})
+def test_no_rows_gives_no_recommendation() -> None:
+    frame = accuracy({("PER_TENSOR", REAL): (0.2, 100.0)})
     frame = frame[frame["metric"] != "attn_rel_err"]
     choice = choose_scope(frame, encode({"PER_TENSOR": 1.0}))
     assert choice.scope is None
-    assert choice.notes and "no scope can be recommended" in choice.notes[0]
+    assert choice.notes and "no scope is recommended" in choice.notes[0]
