@@ -2,31 +2,13 @@
 
 from __future__ import annotations
 
-import struct
-
 import torch
 
+from conformance.core.blob_model import LENGTH_FIELDS, layout
 from reference_impl.kv_codec import AsymK16V8Codec, CodecHashes, ScaleScope
 
 SCOPES = (ScaleScope.PER_TENSOR, ScaleScope.PER_LAYER_HEAD, ScaleScope.PER_PAGE_HEAD)
 DTYPES = (torch.float16, torch.bfloat16)
-
-#: Offsets of the fixed header fields (SPEC.md, "Blob header").
-FIELD = {
-    "version": (8, "<H"),
-    "scale_scope": (10, "<H"),
-    "k_dtype": (12, "<H"),
-    "v_dtype": (14, "<H"),
-    "scale_dtype": (16, "<H"),
-    "reserved": (18, "<H"),
-    "layer_id": (20, "<q"),
-    "chunk_id": (28, "<q"),
-    "chunk_size": (36, "<q"),
-    "page_size": (44, "<q"),
-    "kv_head_count": (52, "<q"),
-    "head_dim": (60, "<q"),
-    "scale_shape_n": (68, "<q"),
-}
 
 
 def kv(
@@ -67,27 +49,23 @@ def paged_blob(
     return bytearray(codec.to_bytes(enc))
 
 
-def lens_offset(blob: bytes | bytearray) -> int:
-    """Offset of k_payload_len (after the scale_shape dims)."""
-    (n,) = struct.unpack_from("<q", blob, 68)
-    return 76 + 8 * n
-
-
 def with_field(blob: bytes | bytearray, name: str, value: int) -> bytearray:
-    """A copy of ``blob`` with one fixed header field rewritten (the payload CRC stays valid)."""
+    """A copy of ``blob`` with one header field (a blob_model field name) rewritten; the
+    payload CRC stays valid."""
     out = bytearray(blob)
-    offset, fmt = FIELD[name]
-    struct.pack_into(fmt, out, offset, value)
+    layout(blob).field(name).put(out, value)
     return out
 
 
 def with_lens(blob: bytes | bytearray, k: int, v: int, s: int) -> bytearray:
     """A copy of ``blob`` with the three payload lengths rewritten."""
     out = bytearray(blob)
-    struct.pack_into("<3q", out, lens_offset(blob), k, v, s)
+    found = layout(blob)
+    for name, value in zip(LENGTH_FIELDS, (k, v, s), strict=True):
+        found.field(name).put(out, value)
     return out
 
 
 def read_lens(blob: bytes | bytearray) -> tuple[int, int, int]:
-    k, v, s = struct.unpack_from("<3q", blob, lens_offset(blob))
+    k, v, s = (layout(blob).int_value(name) for name in LENGTH_FIELDS)
     return k, v, s

@@ -11,8 +11,9 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-from kv_blobs import lens_offset, paged_blob, read_lens, with_field, with_lens
+from kv_blobs import paged_blob, read_lens, with_field, with_lens
 
+from conformance.core.blob_model import layout
 from reference_impl.kv_codec import (
     CODEC_MAGIC,
     AsymK16V8Codec,
@@ -81,11 +82,11 @@ def test_unknown_scope(scope: int) -> None:
     ],
 )
 def test_dtype_ids(name: str, dtype_id: int) -> None:
-    corrupt(with_field(paged_blob(), name, dtype_id), name)
+    corrupt(with_field(paged_blob(), f"{name}_id", dtype_id), name)
 
 
 def test_legacy_half_id_reads_as_float16() -> None:
-    enc = deserialize_header(with_field(paged_blob(), "k_dtype", 1))
+    enc = deserialize_header(with_field(paged_blob(), "k_dtype_id", 1))
     assert enc.k_dtype == torch.float16
 
 
@@ -107,9 +108,7 @@ def test_scale_shape_n_bounds(n: int) -> None:
 
 
 def test_negative_scale_dim() -> None:
-    blob = paged_blob()
-    struct.pack_into("<q", blob, 76, -2)
-    corrupt(blob, "negative dimension")
+    corrupt(with_field(paged_blob(), "scale_shape[0]", -2), "negative dimension")
 
 
 def test_negative_payload_length() -> None:
@@ -169,9 +168,9 @@ def test_crc_covers_every_payload_byte() -> None:
 
 
 def test_crc_is_zlib_ieee_of_payload_only() -> None:
-    enc = deserialize_header(paged_blob())
-    assert enc.header_bytes is not None
-    assert enc.header_bytes[-4:] == struct.pack("<I", zlib.crc32(enc.payload))
+    blob = paged_blob()
+    enc = deserialize_header(blob)
+    assert layout(blob).int_value("crc") == zlib.crc32(enc.payload)
 
 
 def _hash_blob(**hashes: str) -> bytearray:
@@ -192,13 +191,12 @@ def test_non_utf8_hash_string() -> None:
 
 def _with_hash_pairs(pairs: list[tuple[bytes, bytes]]) -> bytes:
     """A valid blob whose hash section is replaced by ``pairs`` (raw key/value bytes)."""
-    blob = paged_blob()
-    enc = deserialize_header(blob)
-    header = enc.header_bytes or b""
+    blob = bytes(paged_blob())
+    found = layout(blob)
     section = struct.pack("<H", len(pairs)) + b"".join(
         struct.pack("<H", len(k)) + k + struct.pack("<H", len(v)) + v for k, v in pairs
     )
-    return header[: lens_offset(blob) + 24] + section + header[-4:] + bytes(enc.payload)
+    return blob[: found.field("hash_count").offset] + section + blob[found.field("crc").offset :]
 
 
 def test_hash_section_may_be_short_and_reordered() -> None:
@@ -212,8 +210,7 @@ def test_duplicate_hash_key() -> None:
 
 
 def test_hash_count_beyond_the_pairs_present() -> None:
-    blob = bytearray(_with_hash_pairs([(b"model_id", b"a")]))
-    struct.pack_into("<H", blob, lens_offset(blob) + 24, 0xFFFF)
+    blob = with_field(_with_hash_pairs([(b"model_id", b"a")]), "hash_count", 0xFFFF)
     corrupt(blob, "truncated|declares|twice|UTF-8")
 
 

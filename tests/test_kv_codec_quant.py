@@ -14,9 +14,10 @@ from reference_impl.kv_codec import (
     UnsupportedConfigError,
     compute_v_scales,
     dequantize_v_fp8,
-    quant,
+    quant_fast,
     quantize_v_fp8,
 )
+from reference_impl.kv_codec.quant_rules import group_scales
 
 QMAX = 448.0
 
@@ -199,18 +200,18 @@ def test_per_tensor_scale_equals_float32_definition(dtype, fill) -> None:
     ],
 )
 def test_whole_tensor_arithmetic_equals_the_cpu_blocks(scope, kw) -> None:
-    """Off the CPU the same operations run on the whole tensor (``quant._whole``); run on
+    """Off the CPU the same operations run on the whole tensor (``quant_fast._whole``); run on
     CPU tensors here, they must give the blocked path's bytes. A 0-d PER_TENSOR scale
     would make torch divide in float16 and fail this."""
     v = (torch.randn(5, 16, 4, 8, generator=torch.Generator().manual_seed(5)) * 30).half()
     s = compute_v_scales(v, scope, **kw)
     out = torch.empty(v.shape, dtype=torch.float8_e4m3fn)
-    view = quant.scale_view(s, v.shape, scope, kw.get("head_axis", -2), kw.get("page_axis"))
-    quant._whole(v, view, out, torch.div, QMAX)
+    view = group_scales(s, v.shape, scope, kw.get("head_axis", -2), kw.get("page_axis"))
+    quant_fast._whole(v, view, out, torch.div, QMAX)
     want = quantize_v_fp8(v, s, scope, **kw)
     assert torch.equal(out.view(torch.uint8), want.view(torch.uint8))
     back = torch.empty(v.shape, dtype=torch.float16)
-    quant._whole(want, view, back, torch.mul, None)
+    quant_fast._whole(want, view, back, torch.mul, None)
     assert torch.equal(back, dequantize_v_fp8(want, s, scope, **kw))
 
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import struct
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from conformance.core import blob_model
+from conformance.core.digests import crc32
 from conformance.fuzz import seeds
 from reference_impl import keys as rk
 from reference_impl import kv_codec as kc
@@ -33,9 +34,9 @@ class InputRejected(Exception):
     hold a JSON object): a rejection, not a failure."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Target:
-    """One decoder under fuzzing."""
+    """One decoder under fuzzing; built with keywords only."""
 
     name: str
     summary: str
@@ -68,7 +69,7 @@ def _require(cond: bool, what: str) -> None:
 
 # -- codec ------------------------------------------------------------------------------------
 
-HASH_NAMES = kc.CodecHashes._CHECK_ORDER
+HASH_NAMES = blob_model.HASH_KEYS
 #: Expected-hash sets for codec.from_bytes, chosen by the flag byte.
 EXPECTED_HASH_SETS: tuple[dict[str, str], ...] = (
     {},
@@ -103,22 +104,17 @@ def _header_fields(enc: kc.EncodedKV) -> tuple[Any, ...]:
 
 def _canonical_hash_section(blob: bytes) -> bool:
     """The hash section holds exactly the six known keys, in writing order, and no dtype
-    uses the legacy float16 id: then the writer reproduces the header byte for byte."""
-    if struct.unpack_from("<H", blob, 12)[0] == 1 or struct.unpack_from("<H", blob, 16)[0] == 1:
+    uses the legacy float16 id (KV-DTYPE-ALIAS): then the writer reproduces the header byte
+    for byte (SPEC.md, "Blob header": the canonical header)."""
+    found = blob_model.layout(blob)
+    if found.header_len is None:
         return False
-    n = struct.unpack_from("<q", blob, 68)[0]
-    off = 76 + 8 * n + 24
-    if struct.unpack_from("<H", blob, off)[0] != len(HASH_NAMES):
+    if found.int_value("k_dtype_id") == 1 or found.int_value("scale_dtype_id") == 1:
         return False
-    off += 2
-    for name in HASH_NAMES:
-        (klen,) = struct.unpack_from("<H", blob, off)
-        if blob[off + 2 : off + 2 + klen] != name.encode():
-            return False
-        off += 2 + klen
-        (vlen,) = struct.unpack_from("<H", blob, off)
-        off += 2 + vlen
-    return True
+    keys = [f.value for f in found.fields if f.name.endswith(".key")]
+    return found.int_value("hash_count") == len(HASH_NAMES) and keys == [
+        name.encode() for name in HASH_NAMES
+    ]
 
 
 def _check_header(blob: bytes, enc: kc.EncodedKV) -> None:
@@ -135,55 +131,25 @@ def _check_header(blob: bytes, enc: kc.EncodedKV) -> None:
     if _canonical_hash_section(blob):
         _require(rewritten == blob[:end], "canonical blob does not re-serialize to its own bytes")
     _require(
-        zlib.crc32(enc.payload) == struct.unpack_from("<I", rewritten, len(header) - 4)[0],
+        crc32(enc.payload) == blob_model.layout(rewritten).int_value("crc"),
         "CRC of the payload differs from the stored one",
     )
 
 
 def _blob_offsets(blob: bytes) -> list[tuple[int, int]]:
     """Integer fields of a blob header (KV-LAYOUT), as far as the buffer holds them."""
-    fields = [(8 + 2 * i, 2) for i in range(6)] + [(20 + 8 * i, 8) for i in range(7)]
-    if len(blob) < 76:
-        return [f for f in fields if f[0] + f[1] <= len(blob)]
-    n = struct.unpack_from("<q", blob, 68)[0]
-    n = n if 0 <= n <= 8 else 0
-    off = 76
-    fields += [(off + 8 * i, 8) for i in range(n + 3)]
-    off += 8 * n + 24
-    if off + 2 <= len(blob):
-        fields.append((off, 2))
-        (pairs,) = struct.unpack_from("<H", blob, off)
-        off += 2
-        for _ in range(min(pairs, 16) * 2):
-            if off + 2 > len(blob):
-                break
-            fields.append((off, 2))
-            off += 2 + struct.unpack_from("<H", blob, off)[0]
-        fields.append((off, 4))
-    return [f for f in fields if f[0] + f[1] <= len(blob)]
+    return [(f.offset, f.size) for f in blob_model.layout(blob).fields if isinstance(f.value, int)]
 
 
 def _fix_crc(data: bytes) -> bytes:
-    """Recompute the CRC of a (flag byte +) blob whose header still parses far enough, so that
-    payload and length mutations reach the checks after KV-CRC's."""
+    """Recompute the CRC of a (flag byte +) blob whose header is whole and whose payload
+    lengths are not negative, so that payload and length mutations reach the checks after
+    KV-CRC's."""
     flag, blob = data[:1], bytearray(data[1:])
-    try:
-        n = struct.unpack_from("<q", blob, 68)[0]
-        if not 0 <= n <= 8:
-            return data
-        off = 76 + 8 * n
-        lens = struct.unpack_from("<3q", blob, off)
-        off += 24
-        (pairs,) = struct.unpack_from("<H", blob, off)
-        off += 2
-        for _ in range(2 * pairs):
-            off += 2 + struct.unpack_from("<H", blob, off)[0]
-        if off + 4 > len(blob) or min(lens) < 0:
-            return data
-        payload = blob[off + 4 : off + 4 + sum(lens)]
-        struct.pack_into("<I", blob, off, zlib.crc32(payload))
-    except struct.error:
+    found = blob_model.layout(blob)
+    if found.payload is None:
         return data
+    found.field("crc").put(blob, crc32(blob[found.payload]))
     return flag + bytes(blob)
 
 
@@ -474,123 +440,123 @@ TARGETS: dict[str, Target] = {
     t.name: t
     for t in (
         Target(
-            "codec.deserialize_header",
-            "kv_codec.deserialize_header; flag bit 0 = allow_trailing",
-            _run_header,
-            (kc.CorruptEncodedKVError,),
-            lambda d, v: _check_header(d[1:], v),
-            _request_header,
-            _flagged_seeds((0, 1)),
-            8192,
-            CODEC_TOKENS,
-            _flag_offsets,
-            _fix_crc,
+            name="codec.deserialize_header",
+            summary="kv_codec.deserialize_header; flag bit 0 = allow_trailing",
+            run=_run_header,
+            allowed=(kc.CorruptEncodedKVError,),
+            check=lambda d, v: _check_header(d[1:], v),
+            request=_request_header,
+            seeds=_flagged_seeds((0, 1)),
+            max_len=8192,
+            tokens=CODEC_TOKENS,
+            fields=_flag_offsets,
+            fixup=_fix_crc,
         ),
         Target(
-            "codec.from_bytes",
-            "AsymK16V8Codec.from_bytes with the expected hashes the flag byte selects",
-            _run_from_bytes,
-            (kc.CorruptEncodedKVError, kc.CodecMismatchError),
-            _check_from_bytes,
-            _request_from_bytes,
-            _flagged_seeds((0, 1, 2, 3, 4, 5)),
-            8192,
-            CODEC_TOKENS,
-            _flag_offsets,
-            _fix_crc,
+            name="codec.from_bytes",
+            summary="AsymK16V8Codec.from_bytes with the expected hashes the flag byte selects",
+            run=_run_from_bytes,
+            allowed=(kc.CorruptEncodedKVError, kc.CodecMismatchError),
+            check=_check_from_bytes,
+            request=_request_from_bytes,
+            seeds=_flagged_seeds((0, 1, 2, 3, 4, 5)),
+            max_len=8192,
+            tokens=CODEC_TOKENS,
+            fields=_flag_offsets,
+            fixup=_fix_crc,
         ),
         Target(
-            "codec.decode",
-            "from_bytes + decode; flag bit 0 = also dequantize V to float16",
-            _run_decode,
-            (kc.CorruptEncodedKVError, kc.UnsupportedConfigError),
-            _check_decode,
-            _request_decode,
-            _flagged_seeds((0, 1)),
-            8192,
-            CODEC_TOKENS,
-            _flag_offsets,
-            _fix_crc,
+            name="codec.decode",
+            summary="from_bytes + decode; flag bit 0 = also dequantize V to float16",
+            run=_run_decode,
+            allowed=(kc.CorruptEncodedKVError, kc.UnsupportedConfigError),
+            check=_check_decode,
+            request=_request_decode,
+            seeds=_flagged_seeds((0, 1)),
+            max_len=8192,
+            tokens=CODEC_TOKENS,
+            fields=_flag_offsets,
+            fixup=_fix_crc,
         ),
         Target(
-            "proto.client",
-            "ClientMetaMessage.deserialize (186 bytes)",
-            rp.ClientMetaMessage.deserialize,
-            _PROTO_ERRORS,
-            _check_client,
-            lambda d: ("proto.client.read", {"msg": d}),
-            lambda: list(seeds.protocol_messages("client")),
-            512,
-            PROTO_TOKENS,
-            _int32_offsets,
+            name="proto.client",
+            summary="ClientMetaMessage.deserialize (186 bytes)",
+            run=rp.ClientMetaMessage.deserialize,
+            allowed=_PROTO_ERRORS,
+            check=_check_client,
+            request=lambda d: ("proto.client.read", {"msg": d}),
+            seeds=lambda: list(seeds.protocol_messages("client")),
+            max_len=512,
+            tokens=PROTO_TOKENS,
+            fields=_int32_offsets,
         ),
         Target(
-            "proto.server",
-            "ServerMetaMessage.deserialize (36 bytes)",
-            rp.ServerMetaMessage.deserialize,
-            _PROTO_ERRORS,
-            _check_server,
-            lambda d: ("proto.server.read", {"msg": d}),
-            lambda: list(seeds.protocol_messages("server")),
-            128,
-            PROTO_TOKENS,
-            _int32_offsets,
+            name="proto.server",
+            summary="ServerMetaMessage.deserialize (36 bytes)",
+            run=rp.ServerMetaMessage.deserialize,
+            allowed=_PROTO_ERRORS,
+            check=_check_server,
+            request=lambda d: ("proto.server.read", {"msg": d}),
+            seeds=lambda: list(seeds.protocol_messages("server")),
+            max_len=128,
+            tokens=PROTO_TOKENS,
+            fields=_int32_offsets,
         ),
         Target(
-            "proto.remote",
-            "RemoteMetadata.deserialize; num_groups = 1 + first byte % 8",
-            _run_remote,
-            _PROTO_ERRORS,
-            _check_remote,
-            lambda d: ("proto.remote.read", {"num_groups": _groups(d), "msg": d[1:]}),
-            lambda: [bytes([(n - 1) % 8]) + m for n, m in seeds.remote_group_counts()],
-            512,
-            PROTO_TOKENS,
-            _remote_offsets,
+            name="proto.remote",
+            summary="RemoteMetadata.deserialize; num_groups = 1 + first byte % 8",
+            run=_run_remote,
+            allowed=_PROTO_ERRORS,
+            check=_check_remote,
+            request=lambda d: ("proto.remote.read", {"num_groups": _groups(d), "msg": d[1:]}),
+            seeds=lambda: [bytes([(n - 1) % 8]) + m for n, m in seeds.remote_group_counts()],
+            max_len=512,
+            tokens=PROTO_TOKENS,
+            fields=_remote_offsets,
         ),
         Target(
-            "key.cache",
-            "parse_cache_key (CacheEngineKey / LayerCacheEngineKey strings)",
-            lambda d: rp.parse_cache_key(_text(d)),
-            (rp.CacheKeyError,),
-            _check_cache_key,
-            _text_request("key.cache.read", "key"),
-            _text_seeds("key.cache.read", "key"),
-            512,
-            KEY_TOKENS,
+            name="key.cache",
+            summary="parse_cache_key (CacheEngineKey / LayerCacheEngineKey strings)",
+            run=lambda d: rp.parse_cache_key(_text(d)),
+            allowed=(rp.CacheKeyError,),
+            check=_check_cache_key,
+            request=_text_request("key.cache.read", "key"),
+            seeds=_text_seeds("key.cache.read", "key"),
+            max_len=512,
+            tokens=KEY_TOKENS,
         ),
         Target(
-            "key.s3",
-            "string_to_object_key (S3 / native-connector object names)",
-            lambda d: rk.string_to_object_key(_text(d)),
-            _KEY_ERRORS,
-            _check_s3,
-            _text_request("key.s3.read", "object_name"),
-            _text_seeds("key.s3.read", "object_name"),
-            512,
-            KEY_TOKENS,
+            name="key.s3",
+            summary="string_to_object_key (S3 / native-connector object names)",
+            run=lambda d: rk.string_to_object_key(_text(d)),
+            allowed=_KEY_ERRORS,
+            check=_check_s3,
+            request=_text_request("key.s3.read", "object_name"),
+            seeds=_text_seeds("key.s3.read", "object_name"),
+            max_len=512,
+            tokens=KEY_TOKENS,
         ),
         Target(
-            "key.fs",
-            "filename_to_object_key (FS adapter filenames; None = not a key file)",
-            _run_fs,
-            _KEY_ERRORS,
-            _check_fs,
-            _text_request("key.fs.read", "filename"),
-            _text_seeds("key.fs.read", "filename"),
-            512,
-            KEY_TOKENS,
+            name="key.fs",
+            summary="filename_to_object_key (FS adapter filenames; None = not a key file)",
+            run=_run_fs,
+            allowed=_KEY_ERRORS,
+            check=_check_fs,
+            request=_text_request("key.fs.read", "filename"),
+            seeds=_text_seeds("key.fs.read", "filename"),
+            max_len=512,
+            tokens=KEY_TOKENS,
         ),
         Target(
-            "key.encoded",
-            "json.loads + EncodedObjectKey.from_json_dict + to_object_key",
-            _run_encoded,
-            _KEY_ERRORS,
-            _check_encoded,
-            _text_request("key.encoded.read", "json_text"),
-            _text_seeds("key.encoded.read", "json_text"),
-            1024,
-            KEY_TOKENS,
+            name="key.encoded",
+            summary="json.loads + EncodedObjectKey.from_json_dict + to_object_key",
+            run=_run_encoded,
+            allowed=_KEY_ERRORS,
+            check=_check_encoded,
+            request=_text_request("key.encoded.read", "json_text"),
+            seeds=_text_seeds("key.encoded.read", "json_text"),
+            max_len=1024,
+            tokens=KEY_TOKENS,
         ),
     )
 }

@@ -23,10 +23,11 @@ import torch
 
 from conformance.core import blob_model as bl
 from conformance.core.digests import sha256
-from conformance.core.dtype_names import dtype_name
+from conformance.core.dtype_names import dtype_from_name, dtype_name
 from conformance.core.tensor_bytes import tensor_bytes
 from conformance.drivers.python_driver import PythonDriver
 from conformance.golden.common import FileSet, GenerationError
+from reference_impl.kv_codec import ScaleScope, quant_rules
 
 PER_TENSOR, PER_LAYER_HEAD, PER_PAGE_HEAD, EXTERNAL = 0, 1, 2, 3
 SCOPE_NAMES = {0: "per_tensor", 1: "per_layer_head", 2: "per_page_head", 3: "external"}
@@ -141,6 +142,27 @@ class EncodeSpec:
     hashes: dict[str, str] = field(default_factory=dict)
     v_scales: torch.Tensor | None = None
     scale_dtype: str = "float32"
+
+
+def _check_normative_quantization(spec: EncodeSpec, parsed: bl.Parsed) -> None:
+    """The blob's V and scale sections are what the plain rules (``quant_rules``: Q-SCALE,
+    Q-ROUND) give for the vector's inputs: the codec's fast path cannot make a golden
+    vector that the normative path disagrees with."""
+    scope = ScaleScope(spec.scope)
+    lay = spec.layout
+    head_axis = lay.head_axis
+    page_axis = lay.page_axis if spec.scope == PER_PAGE_HEAD else None
+    if spec.v_scales is not None:
+        scales = spec.v_scales.to(torch.float32)
+    else:
+        scales = quant_rules.v_scales(spec.v, scope, head_axis=head_axis, page_axis=page_axis)
+    stored = scales.to(dtype_from_name(spec.scale_dtype) or torch.float32)
+    v_quant = quant_rules.quantize(spec.v, stored, scope, head_axis=head_axis, page_axis=page_axis)
+    h = parsed.header
+    v_section = parsed.payload[h.k_payload_len : h.k_payload_len + h.v_payload_len]
+    s_section = parsed.payload[h.k_payload_len + h.v_payload_len :]
+    if tensor_bytes(v_quant) != v_section or tensor_bytes(stored) != s_section:
+        raise GenerationError(f"{spec.id}: the blob's V or scales differ from quant_rules'")
 
 
 class CodecVectors:
@@ -264,6 +286,7 @@ class CodecVectors:
         parsed = bl.parse(blob)
         if bl.pack(parsed.header, parsed.payload) != blob:
             raise GenerationError(f"{spec.id}: reference header does not re-pack identically")
+        _check_normative_quantization(spec, parsed)
         k_path = self.files.add(f"v1/codec/{spec.id}.k.bin", request["k"])
         v_path = self.files.add(f"v1/codec/{spec.id}.v.bin", request["v"])
         encode_in: dict[str, Any] = {

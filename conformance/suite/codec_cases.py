@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from conformance.core.blob_model import HASH_KEYS
+from conformance.core.blob_model import HASH_KEYS, Sections, cut_from_end
 from conformance.core.golden_vectors import golden_file, vectors
 from conformance.drivers.base import Driver
 
@@ -75,29 +74,11 @@ def encode_cached(impl: Driver, vector: dict[str, Any]) -> dict[str, Any]:
     return _ENCODED[key]
 
 
-@dataclass(frozen=True)
-class Sections:
-    """A blob cut where the golden blob has its boundaries: the payload is at the end."""
-
-    header: bytes
-    crc: bytes
-    k: bytes
-    v: bytes
-    scales: bytes
-
-
 def sections(blob: bytes, golden_header: dict[str, Any]) -> Sections:
     """Split ``blob`` using the golden header's payload lengths, counting from the end."""
-    k_len = golden_header["k_payload_len"]
-    v_len = golden_header["v_payload_len"]
-    s_len = golden_header["scale_payload_len"]
-    payload_start = max(len(blob) - (k_len + v_len + s_len), 0)
-    head = blob[:payload_start]
-    payload = blob[payload_start:]
-    return Sections(
-        header=head[:-4],
-        crc=head[-4:],
-        k=payload[:k_len],
-        v=payload[k_len : k_len + v_len],
-        scales=payload[k_len + v_len :],
+    return cut_from_end(
+        blob,
+        golden_header["k_payload_len"],
+        golden_header["v_payload_len"],
+        golden_header["scale_payload_len"],
     )

@@ -16,7 +16,7 @@ from reference_impl.kv_codec.header import (
     deserialize_header,
     serialize_header,
 )
-from reference_impl.kv_codec.quant import compute_v_scales, dequantize_v_fp8, quantize_v_fp8
+from reference_impl.kv_codec.quant_fast import compute_v_scales, dequantize_v_fp8, quantize_v_fp8
 
 __all__ = [
     "CODEC_MAGIC",

@@ -32,7 +32,7 @@ from reference_impl.kv_codec.header import (
     serialize_header,
 )
 from reference_impl.kv_codec.layout import LogicalShape, explicit_shape, logical_shape
-from reference_impl.kv_codec.quant import (
+from reference_impl.kv_codec.quant_fast import (
     compute_v_scales,
     dequantize_v_fp8,
     quantize_v_fp8,

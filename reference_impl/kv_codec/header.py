@@ -26,7 +26,6 @@ followed by the payload: K bytes, V bytes, scale bytes.
 
 from __future__ import annotations
 
-import functools
 import math
 import struct
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ import torch
 from reference_impl.dtypes import DTYPE_TO_INT, INT_TO_DTYPE
 from reference_impl.kv_codec.checksum import payload_crc32
 from reference_impl.kv_codec.errors import CorruptEncodedKVError, UnsupportedConfigError
+from reference_impl.kv_codec.memo import BoundedMemo
 
 #: KV-MAGIC: "LMCKV" then the version triplet 1.0.1.
 CODEC_MAGIC: bytes = b"LMCKV\x01\x00\x01"
@@ -163,17 +163,25 @@ def _pack_str(s: str) -> bytes:
     return _U16.pack(len(data)) + data
 
 
-@functools.lru_cache(maxsize=256)
-def _hash_section(values: tuple[str, ...]) -> bytes:
-    """KV-HASHES as written: the pair count, then each known key and its value. Cached:
-    a deployment writes the same few hash sets over and over."""
+def _pack_hash_section(values: tuple[str, ...]) -> bytes:
+    """KV-HASHES as written: the pair count, then each known key and its value."""
     pairs = b"".join(_pack_str(k) + _pack_str(v) for k, v in zip(HASH_FIELDS, values, strict=True))
     return _U16.pack(len(HASH_FIELDS)) + pairs
 
 
+# Speed only: a deployment writes the same few hash sets over and over. Keyed by the six
+# values, all that the section depends on.
+_PACKED_SECTIONS: BoundedMemo[tuple[str, ...], bytes] = BoundedMemo(256)
+
+
 def hash_section(hashes: CodecHashes) -> bytes:
     """The serialized hash section of ``hashes`` (None reads as empty)."""
-    return _hash_section(tuple(getattr(hashes, name) or "" for name in HASH_FIELDS))
+    values = tuple(getattr(hashes, name) or "" for name in HASH_FIELDS)
+    packed = _PACKED_SECTIONS.get(values)
+    if packed is None:
+        packed = _pack_hash_section(values)
+        _PACKED_SECTIONS.put(values, packed)
+    return packed
 
 
 def pack_header_fields(enc: EncodedKV) -> bytes:
@@ -247,23 +255,9 @@ class _Reader:
             raise CorruptEncodedKVError(f"{what} is not UTF-8: {e}") from None
 
 
-# The hash sections parsed most recently, newest first, as (raw bytes from the hash count
-# on, the six values): a deployment reads the same few hash sets over and over, and a raw
-# match parses to the same values. Rebound, never mutated, so threads may share it.
-_RECENT_SECTIONS: tuple[tuple[bytes, tuple[str, ...]], ...] = ()
-_RECENT_LIMIT = 4
-
-
-def _read_hashes(r: _Reader, n_pairs: int) -> CodecHashes:
+def _parse_hashes(r: _Reader, n_pairs: int) -> CodecHashes:
     """KV-HASHES: ``n_pairs`` (key, value) UTF-8 strings, each key at most once; unknown
     keys are skipped. ``r`` stands just past the hash count and is left past the pairs."""
-    global _RECENT_SECTIONS
-    start = r.off - _U16.size
-    for raw, values in _RECENT_SECTIONS:
-        end = start + len(raw)
-        if r.buf[start:end] == raw:
-            r.off = end
-            return CodecHashes(*values)
     hashes = CodecHashes()
     seen: set[str] = set()
     for _ in range(n_pairs):
@@ -274,9 +268,25 @@ def _read_hashes(r: _Reader, n_pairs: int) -> CodecHashes:
         seen.add(key)
         if key in HASH_FIELDS:
             setattr(hashes, key, value)
+    return hashes
+
+
+# Speed only: a deployment reads the same few hash sets over and over. Keyed by the raw
+# section (from the hash count on), which parses to the same values wherever it stands.
+_PARSED_SECTIONS: BoundedMemo[bytes, tuple[str, ...]] = BoundedMemo(4)
+
+
+def _read_hashes(r: _Reader, n_pairs: int) -> CodecHashes:
+    """_parse_hashes, or the values of a recently parsed section with the same bytes."""
+    start = r.off - _U16.size
+    for raw, values in _PARSED_SECTIONS.items():
+        end = start + len(raw)
+        if r.buf[start:end] == raw:
+            r.off = end
+            return CodecHashes(*values)
+    hashes = _parse_hashes(r, n_pairs)
     values = tuple(getattr(hashes, name) for name in HASH_FIELDS)
-    entry = (bytes(r.buf[start : r.off]), values)
-    _RECENT_SECTIONS = (entry, *_RECENT_SECTIONS[: _RECENT_LIMIT - 1])
+    _PARSED_SECTIONS.put(bytes(r.buf[start : r.off]), values)
     return hashes
 
 
@@ -315,16 +325,15 @@ def _check_dims(enc: EncodedKV) -> None:
                 raise CorruptEncodedKVError(f"{name} = {v}: must be -1 (unset) or positive")
 
 
-# Field sets already found consistent. The checks read nothing else, so a set seen before
-# needs no second look: parse checks, then decode checks again, the same fields.
-_CONSISTENT: dict[tuple[Any, ...], None] = {}
-_CONSISTENT_LIMIT = 256
+# Speed only: field sets already found consistent. The checks read nothing else, so a set
+# seen before needs no second look (parse checks, then decode checks again, the same fields).
+_CONSISTENT: BoundedMemo[tuple[Any, ...], bool] = BoundedMemo(256)
 
 
 def check_consistency(enc: EncodedKV) -> None:
     """The redundant fields agree (KV-LEN-*, KV-SCALE-SHAPE, KV-GEOMETRY).
 
-    Raises CorruptEncodedKVError for the first disagreement found.
+    Raises CorruptEncodedKVError for the first disagreement found (see _check_fields).
     """
     try:
         key = _fields_key(enc)
@@ -332,12 +341,9 @@ def check_consistency(enc: EncodedKV) -> None:
     except TypeError:  # a field of the wrong type: check it, remember nothing
         _check_fields(enc)
         return
-    if known:
-        return
-    _check_fields(enc)
-    if len(_CONSISTENT) >= _CONSISTENT_LIMIT:
-        _CONSISTENT.clear()
-    _CONSISTENT[key] = None
+    if not known:
+        _check_fields(enc)
+        _CONSISTENT.put(key, True)
 
 
 def _fields_key(enc: EncodedKV) -> tuple[Any, ...]:

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from mutant_support import LAYER_ID_OFFSET
-
+from conformance.core.blob_model import layout
 from reference_impl import kv_codec as _ref
 from reference_impl.kv_codec import *  # noqa: F403
 from reference_impl.kv_codec import __all__  # noqa: F401
 
-_FIELD = slice(LAYER_ID_OFFSET, LAYER_ID_OFFSET + 8)
-
 
 def _swap(data: bytearray) -> None:
-    if len(data) >= _FIELD.stop:
-        data[_FIELD] = bytes(data[_FIELD])[::-1]
+    field = layout(data).get("layer_id")
+    if field is not None:
+        data[field.offset : field.end] = bytes(data[field.offset : field.end])[::-1]
 
 
 class AsymK16V8Codec(_ref.AsymK16V8Codec):

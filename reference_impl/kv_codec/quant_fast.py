@@ -1,18 +1,15 @@
-"""V quantization to FP8 and back (SPEC.md, "Quantization rule").
+"""The codec's V quantization: the bytes of ``quant_rules`` (SPEC.md, "Quantization rule"),
+computed faster.
 
-Q-SCALE:  scale = amax(|V| over the group) / finfo(fp8).max, computed in float32;
-          a group whose amax is 0 (or NaN) gets the sentinel scale 1.0.
-Q-ROUND:  q = fp8(clamp(float32(V) / float32(scale), -max, +max)), round to nearest even.
-Q-DEQUANT: V' = out_dtype(float32(q) * float32(scale)).
+``quant_rules`` is the definition; this module is how the codec meets it at speed, and tests
+hold the two equal byte for byte. What it adds:
 
-Groups per scope: PER_TENSOR one group; PER_LAYER_HEAD one per head (axis ``head_axis``);
-PER_PAGE_HEAD one per (page, head), scales stored as (n_pages, n_heads) whatever the axis
-order; EXTERNAL scales come from the caller and broadcast against V.
-
-On CPU the arithmetic runs in cache-sized blocks of float32, in a scratch buffer each thread
-allocates once, so no full-size float32 copy of V is ever made and no call pays the page
-faults of a fresh one; every element still sees exactly the operations above, so the bytes
-are the same as the unblocked computation.
+- On CPU the arithmetic runs in cache-sized blocks of float32, in a scratch buffer each
+  thread allocates once, so no full-size float32 copy of V is made and no call pays the
+  page faults of a fresh one. Every element still sees exactly the operations of Q-ROUND and
+  Q-DEQUANT.
+- Q-SCALE's amax is taken in V's own 16-bit dtype (exact), on small tensors as an integer
+  max of the sign-cleared bit patterns, and few scales are computed in Python floats.
 """
 
 from __future__ import annotations
@@ -26,20 +23,22 @@ import torch
 
 from reference_impl.kv_codec.errors import UnsupportedConfigError
 from reference_impl.kv_codec.header import ScaleScope
-
-FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
-
-#: Q-SCALE: the scale of an all-zero group.
-ZERO_SCALE_SENTINEL = 1.0
+from reference_impl.kv_codec.quant_rules import (
+    FP8_DTYPES,
+    ZERO_SCALE_SENTINEL,
+    fp8_max,
+    group_axes,
+    group_scales,
+)
 
 _BLOCK = 1 << 18  # float32 elements per CPU block: 1 MiB, within the L2 of the cores sharing it
 _SMALL = 1 << 22  # elements up to which a full-size |V| temporary is cheaper than two passes
-_FP8_MAX = {dtype: float(torch.finfo(dtype).max) for dtype in FP8_DTYPES}
 # V dtypes whose values are exact in a Python float and whose amax is exact in float32, so
 # the one-group scale can be computed in Python (see _tensor_scale).
 _SCALAR_SCALE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _MAGNITUDE_BITS = torch.tensor(0x7FFF, dtype=torch.int16)  # clears a 16-bit float's sign
 _LISTED_SCALES = 256  # groups up to which scales are computed per group in Python floats
+_SCRATCH_VIEWS = 64  # shapes whose scratch views a thread keeps (see _scratch_f32)
 
 Index = tuple[int | slice, ...]
 _scratch = threading.local()
@@ -48,14 +47,6 @@ _scratch = threading.local()
 def untracked(t: torch.Tensor) -> torch.Tensor:
     """``t`` outside autograd (detached only when it needs to be: the call costs time)."""
     return t.detach() if t.requires_grad else t
-
-
-def fp8_max(dtype: torch.dtype) -> float:
-    """finfo(dtype).max for an FP8 dtype (448 for e4m3fn, 57344 for e5m2)."""
-    try:
-        return _FP8_MAX[dtype]
-    except KeyError:
-        raise UnsupportedConfigError(f"{dtype} is not an FP8 dtype") from None
 
 
 def _scratch_f32(shape: torch.Size) -> torch.Tensor:
@@ -67,37 +58,10 @@ def _scratch_f32(shape: torch.Size) -> torch.Tensor:
         _scratch.buf = torch.empty(_BLOCK, dtype=torch.float32)
     view = views.get(shape)
     if view is None:
-        if len(views) >= 64:
+        if len(views) >= _SCRATCH_VIEWS:
             views.clear()
         view = views[shape] = _scratch.buf[: math.prod(shape)].view(shape)
     return view
-
-
-def _axis(axis: int | None, ndim: int, name: str) -> int | None:
-    if axis is None:
-        return None
-    if not -ndim <= axis < ndim:
-        raise UnsupportedConfigError(f"{name} {axis} is out of range for a {ndim}-d tensor")
-    return axis % ndim
-
-
-def scope_axes(
-    ndim: int, scope: ScaleScope, head_axis: int, page_axis: int | None
-) -> tuple[int | None, int | None]:
-    """Normalized (head, page) axes the scope needs; typed errors for missing or bad ones."""
-    if scope in (ScaleScope.PER_TENSOR, ScaleScope.EXTERNAL):
-        return None, None
-    if scope not in (ScaleScope.PER_LAYER_HEAD, ScaleScope.PER_PAGE_HEAD):
-        raise UnsupportedConfigError(f"unknown scale scope {scope!r}")
-    head = _axis(head_axis, ndim, "head_axis")
-    if scope == ScaleScope.PER_LAYER_HEAD:
-        return head, None
-    if page_axis is None:
-        raise UnsupportedConfigError("PER_PAGE_HEAD needs page_axis")
-    page = _axis(page_axis, ndim, "page_axis")
-    if page == head:
-        raise UnsupportedConfigError(f"page_axis and head_axis are both {head}")
-    return head, page
 
 
 def compute_v_scales(
@@ -108,16 +72,16 @@ def compute_v_scales(
     head_axis: int = -2,
     page_axis: int | None = None,
 ) -> torch.Tensor:
-    """float32 scales per Q-SCALE: shape () / (n_heads,) / (n_pages, n_heads)."""
+    """quant_rules.v_scales (Q-SCALE), faster: float32 scales of shape (), (H,) or (P, H)."""
     qmax = fp8_max(fp8_dtype)
     if scope == ScaleScope.EXTERNAL:
         raise UnsupportedConfigError("EXTERNAL scales come from the caller, not from V")
-    head, page = scope_axes(v.ndim, scope, head_axis, page_axis)
+    head, page = group_axes(v.ndim, scope, head_axis, page_axis)
     if head is None and v.device.type == "cpu" and v.dtype in _SCALAR_SCALE_DTYPES:
         return _float32_tensor([_tensor_scale(untracked(v), qmax)]).view(())
     keep = tuple(a for a in (page, head) if a is not None)
     if v.numel() == 0:
-        amax = torch.zeros([v.shape[a] for a in keep], dtype=torch.float32, device=v.device)
+        amax = torch.zeros([v.shape[a] for a in sorted(keep)], dtype=torch.float32, device=v.device)
     else:
         amax = _group_absmax(untracked(v), keep)
     if page is not None and head is not None and page > head:
@@ -137,6 +101,8 @@ def compute_v_scales(
 def _float32_tensor(values: list[float]) -> torch.Tensor:
     """A CPU float32 tensor of ``values``, each rounded to nearest float32 (the C cast
     ``array`` applies), made in a third of the time ``torch.tensor`` takes."""
+    if not values:  # frombuffer refuses an empty buffer
+        return torch.empty(0, dtype=torch.float32)
     return torch.frombuffer(array.array("f", values), dtype=torch.float32)
 
 
@@ -181,50 +147,6 @@ def _group_absmax(v: torch.Tensor, keep: tuple[int, ...]) -> torch.Tensor:
     return v.abs().amax(dim=reduce)
 
 
-def scale_view(
-    scales: torch.Tensor,
-    shape: torch.Size,
-    scope: ScaleScope,
-    head_axis: int,
-    page_axis: int | None,
-) -> torch.Tensor:
-    """float32 scales as a tensor of ``shape``'s rank that broadcasts against it per the
-    scope's groups. Never 0-d: against a 0-d operand torch computes in V's own dtype."""
-    s = untracked(scales)
-    if s.dtype != torch.float32:
-        s = s.to(torch.float32)
-    ndim = len(shape)
-    if scope == ScaleScope.EXTERNAL:
-        try:
-            s.expand(shape)
-        except RuntimeError:
-            raise UnsupportedConfigError(
-                f"EXTERNAL scales of shape {tuple(s.shape)} do not broadcast to V {tuple(shape)}"
-            ) from None
-        return s.reshape((1,) * (ndim - s.dim()) + tuple(s.shape))
-    head, page = scope_axes(ndim, scope, head_axis, page_axis)
-    if head is None:
-        if s.numel() != 1:
-            raise UnsupportedConfigError(f"PER_TENSOR takes one scale, got {tuple(s.shape)}")
-        return s.reshape((1,) * ndim)
-    view = [1] * ndim
-    if page is None:
-        if tuple(s.shape) != (shape[head],):
-            raise UnsupportedConfigError(
-                f"PER_LAYER_HEAD scales {tuple(s.shape)} != ({shape[head]},) heads"
-            )
-        view[head] = shape[head]
-        return s.view(view)
-    if tuple(s.shape) != (shape[page], shape[head]):
-        raise UnsupportedConfigError(
-            f"PER_PAGE_HEAD scales {tuple(s.shape)} != ({shape[page]}, {shape[head]})"
-        )
-    view[page], view[head] = shape[page], shape[head]
-    # Stored as (pages, heads); when the head axis comes first in V, transpose before
-    # reshaping so each scale lands on its own (page, head) group.
-    return (s if page < head else s.t()).reshape(view)
-
-
 def _blocks(shape: torch.Size, target: int) -> Iterator[Index]:
     """Indexes of leading-dim slabs of about ``target`` elements that tile ``shape``."""
     if len(shape) == 0:
@@ -250,7 +172,7 @@ def _blockwise(
 ) -> None:
     """out = cast(clamp(float32(src) arith scale)) in float32 blocks of the thread's scratch.
 
-    ``scale`` has src's rank (``scale_view``): against a 0-d tensor (or a Python number)
+    ``scale`` has src's rank (``group_scales``): against a 0-d tensor (or a Python number)
     torch would compute in src's 16-bit dtype, or multiply by a reciprocal, and either
     changes the bytes. Mixed 16/32-bit arithmetic widens src to float32 element by
     element, so the float32 conversion costs no separate pass; FP8 sources (which torch
@@ -311,9 +233,9 @@ def quantize_v_fp8(
     page_axis: int | None = None,
     out: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """V in ``fp8_dtype`` per Q-ROUND (saturating). ``out``, if given, receives the result."""
+    """quant_rules.quantize (Q-ROUND), in blocks; ``out``, if given, receives the result."""
     qmax = fp8_max(fp8_dtype)
-    s = scale_view(scales, v.shape, scope, head_axis, page_axis)
+    s = group_scales(scales, v.shape, scope, head_axis, page_axis)
     if out is None:
         out = torch.empty(v.shape, dtype=fp8_dtype, device=v.device)
     elif out.shape != v.shape or out.dtype != fp8_dtype:
@@ -333,10 +255,10 @@ def dequantize_v_fp8(
     head_axis: int = -2,
     page_axis: int | None = None,
 ) -> torch.Tensor:
-    """V' = out_dtype(float32(q) * scale) per Q-DEQUANT."""
+    """quant_rules.dequantize (Q-DEQUANT), in blocks."""
     if not out_dtype.is_floating_point or out_dtype in FP8_DTYPES:
         raise UnsupportedConfigError(f"cannot dequantize into {out_dtype}")
-    s = scale_view(scales, q.shape, scope, head_axis, page_axis)
+    s = group_scales(scales, q.shape, scope, head_axis, page_axis)
     out = torch.empty(q.shape, dtype=out_dtype, device=q.device)
     _blockwise(untracked(q), s.to(q.device), out, torch.mul, None)
     return out

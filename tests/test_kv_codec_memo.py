@@ -1,0 +1,135 @@
+"""The codec's memos stay within their bounds and never give a stale answer."""
+
+from __future__ import annotations
+
+import dataclasses
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+import torch
+
+from reference_impl.kv_codec import (
+    AsymK16V8Codec,
+    CodecHashes,
+    CorruptEncodedKVError,
+    EncodedKV,
+    ScaleScope,
+    header,
+)
+from reference_impl.kv_codec.memo import BoundedMemo
+
+
+def test_bounded_memo_drops_the_oldest_entry_past_its_limit() -> None:
+    memo: BoundedMemo[int, str] = BoundedMemo(3)
+    for i in range(10):
+        memo.put(i, str(i))
+        assert len(memo) <= 3
+    assert [k for k, _ in memo.items()] == [7, 8, 9]
+    assert memo.get(9) == "9" and memo.get(6) is None
+    memo.put(8, "eight")  # replacing a key keeps the others
+    assert dict(memo.items()) == {7: "7", 8: "eight", 9: "9"}
+
+
+def test_bounded_memo_refuses_a_zero_limit() -> None:
+    with pytest.raises(ValueError):
+        BoundedMemo(0)
+
+
+def test_bounded_memo_shared_by_threads_keeps_its_bound() -> None:
+    memo: BoundedMemo[int, int] = BoundedMemo(16)
+
+    def fill(start: int) -> None:
+        for i in range(start, start + 2000):
+            memo.put(i, i)
+            assert memo.get(i) in (i, None)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(fill, range(0, 8000, 2000)))
+    assert len(memo) == 16
+    assert all(k == v for k, v in memo.items())
+
+
+def consistent_blob() -> EncodedKV:
+    """A PER_PAGE_HEAD header that passes check_consistency: 3 pages x 2 tokens x 2 heads
+    x head_dim 4."""
+    return EncodedKV(
+        k_dtype=torch.float16,
+        v_dtype=torch.float8_e4m3fn,
+        scale_dtype=torch.float32,
+        scale_scope=ScaleScope.PER_PAGE_HEAD,
+        page_size=2,
+        kv_head_count=2,
+        head_dim=4,
+        scale_shape=(3, 2),
+        k_payload_len=96,
+        v_payload_len=48,
+        scale_payload_len=24,
+    )
+
+
+# For every field check_consistency reads, a value that breaks the blob.
+BAD_FIELDS: dict[str, Any] = {
+    "k_dtype": torch.float32,
+    "v_dtype": torch.float16,
+    "scale_dtype": torch.float16,
+    "scale_scope": ScaleScope.PER_TENSOR,
+    "layer_id": -2,
+    "chunk_id": -2,
+    "chunk_size": 0,
+    "page_size": 3,
+    "kv_head_count": 3,
+    "head_dim": 8,
+    "scale_shape": (2, 2),
+    "k_payload_len": 94,
+    "v_payload_len": 47,
+    "scale_payload_len": 20,
+}
+
+
+def test_the_memo_key_holds_every_field_the_check_reads() -> None:
+    """The key has one entry per field of BAD_FIELDS, and changing any of them changes it."""
+    base = consistent_blob()
+    assert len(header._fields_key(base)) == len(BAD_FIELDS)
+    for name, bad in BAD_FIELDS.items():
+        changed = dataclasses.replace(base, **{name: bad})
+        assert header._fields_key(changed) != header._fields_key(base), name
+
+
+@pytest.mark.parametrize("name", sorted(BAD_FIELDS))
+def test_a_field_changed_after_a_remembered_check_still_raises(name: str) -> None:
+    enc = consistent_blob()
+    header.check_consistency(enc)
+    header.check_consistency(enc)  # the answer now comes from the memo
+    assert header._fields_key(enc) in header._CONSISTENT
+    setattr(enc, name, BAD_FIELDS[name])
+    with pytest.raises(CorruptEncodedKVError):
+        header.check_consistency(enc)
+
+
+def test_consistency_memo_keeps_its_bound() -> None:
+    limit = header._CONSISTENT.limit
+    for layer in range(3 * limit):
+        header.check_consistency(dataclasses.replace(consistent_blob(), layer_id=layer))
+        assert len(header._CONSISTENT) <= limit
+
+
+def test_packed_hash_sections_keep_their_bound_and_follow_the_hashes() -> None:
+    limit = header._PACKED_SECTIONS.limit
+    hashes = CodecHashes()
+    for i in range(3 * limit):
+        hashes.model_id = f"model-{i}"  # the same object, changed in place
+        values = tuple(getattr(hashes, name) for name in header.HASH_FIELDS)
+        assert header.hash_section(hashes) == header._pack_hash_section(values)
+        assert len(header._PACKED_SECTIONS) <= limit
+
+
+def test_parsed_hash_sections_keep_their_bound_and_each_blob_reads_its_own() -> None:
+    codec = AsymK16V8Codec()
+    k = torch.ones(2, 2, 4, dtype=torch.float16)
+    names = [f"m{i}" for i in range(header._PARSED_SECTIONS.limit + 3)]
+    blobs = {n: codec.to_bytes(codec.encode(k, k, hashes=CodecHashes(model_id=n))) for n in names}
+    for _ in range(3):  # more hash sets than the memo holds, read round robin
+        for name, blob in blobs.items():
+            assert codec.from_bytes(blob).hashes.model_id == name
+            assert len(header._PARSED_SECTIONS) <= header._PARSED_SECTIONS.limit
