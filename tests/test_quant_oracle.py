@@ -281,17 +281,19 @@ def test_oracle_matches_reference(case: tuple[Any, ...], scale_dtype: str) -> No
     strict=True,
     reason="reference bug: a negative float16 NaN outside torch's vectorized loop (tensors "
     "under 8 elements, or the tail of a longer one) is quantized to 0x7F, not 0xFF as "
-    "Q-ROUND requires ('NaN stays NaN ... keeping the sign bit')",
+    "Q-ROUND requires ('NaN stays NaN ... keeping the sign bit'), in both quantize paths",
 )
+@pytest.mark.parametrize("path", ["quant_fast", "quant_rules"])
 @pytest.mark.parametrize("n", [4, 17])
-def test_reference_keeps_nan_sign(n: int) -> None:
-    from reference_impl.kv_codec import ScaleScope, quantize_v_fp8
+def test_reference_keeps_nan_sign(n: int, path: str) -> None:
+    from reference_impl.kv_codec import ScaleScope, quant_fast, quant_rules
 
+    quantize_ref = {"quant_fast": quant_fast.quantize_v_fp8, "quant_rules": quant_rules.quantize}
     codes = np.zeros(n, dtype=np.int64)
     codes[n - 1] = 0xFE00  # -NaN in float16
     data = codes.astype("<u2").tobytes()
     vt = torch.frombuffer(bytearray(data), dtype=torch.float16).reshape(1, n, 1)
-    want = quantize_v_fp8(vt, torch.tensor(1.0), ScaleScope.PER_TENSOR).view(torch.uint8)
+    want = quantize_ref[path](vt, torch.tensor(1.0), ScaleScope.PER_TENSOR).view(torch.uint8)
     v = widen("float16", data, (1, n, 1))
     oracle = quantize(v, np.ones((1, n, 1), dtype=np.float32))
     assert oracle[0, n - 1, 0] == 0xFF
