@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from conformance.core import wire
@@ -123,7 +124,29 @@ def test_hello_declares_capabilities(testee: TesteeProcess) -> None:
         "key.cache.read",
         "key.ipc",
     } <= caps
-    assert not caps & {"codec.encode", "codec.dequant", "codec.encode_scales"}  # no FP8
+    assert {"codec.encode", "codec.dequant", "codec.encode_scales"} <= caps  # FP8 too
+
+
+def _encode_request(scope: int, layout: str, **extra: Any) -> dict[str, Any]:
+    """codec.encode of a [2, 2, 4, 8] float16 V (pages, heads, tokens, dim) whose values
+    cover normals, subnormals and both signs."""
+    v = ((np.arange(128, dtype=np.int64) * 1229) % 0xF800).astype("<u2").tobytes()
+    fields: dict[str, Any] = {
+        "k": v,
+        "v": v,
+        "dtype": "float16",
+        "shape": [2, 2, 4, 8],
+        "scale_scope": scope,
+        "head_axis": 1,
+        "page_axis": 0,
+        "kv_head_count": 2,
+        "head_dim": 8,
+        "page_size": 4,
+        "kv_layout": layout,
+    }
+    if "v_scales" in extra:
+        extra["v_scales"] = np.array(extra["v_scales"], dtype="<f4").tobytes()
+    return {**fields, **extra}
 
 
 def _requests() -> list[tuple[str, dict[str, Any]]]:
@@ -142,6 +165,12 @@ def _requests() -> list[tuple[str, dict[str, Any]]]:
         ("codec.parse", {"blob": bad_blob}),
         ("codec.parse", {"blob": valid_blob + b"\0", "allow_trailing": True}),
         ("codec.decode", {"blob": valid_blob, "out_v_dtype": None}),
+        ("codec.decode", {"blob": valid_blob, "out_v_dtype": "bfloat16"}),
+        ("codec.decode", {"blob": valid_blob, "out_v_dtype": "float32"}),
+        ("codec.decode", {"blob": valid_blob, "out_v_dtype": "int8"}),
+        ("codec.encode", _encode_request(1, "HND")),
+        ("codec.encode", _encode_request(3, "NHD", v_scales=[0.5, 2.0], scales_shape=[2, 1, 1])),
+        ("codec.encode", _encode_request(2, "NHD", head_axis=-1)),
         ("proto.client.read", {"msg": msg}),
         ("proto.client.read", {"msg": msg[:-1]}),
         (
@@ -209,11 +238,15 @@ def test_answers_match_the_reference(testee: TesteeProcess, reference: PythonDri
 
 
 def test_protocol_errors(testee: TesteeProcess) -> None:
-    unknown, missing = ask(
-        testee, {"op": "codec.encode", "k": b"", "v": b""}, {"op": "key.s3.read"}
+    unknown, missing, no_dtype = ask(
+        testee,
+        {"op": "key.window", "windows": [1], "object_group_id": 0},
+        {"op": "key.s3.read"},
+        {"op": "codec.encode", "k": b"", "v": b""},
     )
     assert unknown["error"] == "UnsupportedOperation"
     assert missing["ok"] is False and missing["error"] == "BadRequest"
+    assert no_dtype["ok"] is False and no_dtype["error"] == "BadRequest"
 
 
 def test_unreadable_line_is_a_bad_request(binary: Path) -> None:

@@ -459,3 +459,10 @@ int lk_blob_logical_shape(const lk_blob *b, int64_t shape[4], int *rank, lk_err 
     shape[3] = dim;
     return 0;
 }
+
+void lk_blob_logical_axes(const lk_blob *b, int rank, int *head, int *page)
+{
+    int head_major = lk_span_eq_cstr(b->hashes[LK_NHASHES - 1], "HND");
+    *head = rank == 4 ? (head_major ? 1 : 2) : rank == 3 ? (head_major ? 0 : 1) : -1;
+    *page = rank == 4 ? 0 : -1;
+}

@@ -66,4 +66,8 @@ int lk_blob_hash_gate(const lk_blob *b, const lk_span expected[LK_NHASHES], lk_e
  * UnsupportedConfigError for a kv_layout other than "", "NHD" and "HND". */
 int lk_blob_logical_shape(const lk_blob *b, int64_t shape[4], int *rank, lk_err *err);
 
+/* KV-LAYOUT-NAME: the head and page axes (-1: none) of a logical shape of `rank` axes that
+ * lk_blob_logical_shape returned for `b` (rank 1, a flat V, has neither). */
+void lk_blob_logical_axes(const lk_blob *b, int rank, int *head, int *page);
+
 #endif

@@ -4,6 +4,7 @@
 #include "lk_cache_key.h"
 #include "lk_object_key.h"
 #include "lk_proto.h"
+#include "lk_quant.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,31 +134,296 @@ static int op_codec_parse(const lk_request *r, lk_jwriter *w, lk_err *err)
     return 0;
 }
 
+/* The dequantization output a codec.decode request names: 16-bit formats, float32 (out
+ * NULL, 4 bytes) or float64 (8 bytes); 0 for any other name. */
+static int lk_dequant_out(lk_span name, const lk_fmt **fmt)
+{
+    *fmt = NULL;
+    if (lk_span_eq_cstr(name, "float16"))
+        *fmt = &LK_FLOAT16;
+    else if (lk_span_eq_cstr(name, "bfloat16"))
+        *fmt = &LK_BFLOAT16;
+    else if (lk_span_eq_cstr(name, "float32"))
+        return 4;
+    else if (lk_span_eq_cstr(name, "float64"))
+        return 8;
+    return *fmt != NULL ? 2 : 0;
+}
+
+/* The scale map that pairs a parsed blob's stored scales with V in its logical shape
+ * (KV-LOGICAL-SHAPE), for Q-DEQUANT in every scope. */
+static int lk_blob_scale_map(const lk_blob *b, const int64_t *shape, int rank,
+                             lk_scale_map *m, lk_err *err)
+{
+    int head, page;
+    lk_blob_logical_axes(b, rank, &head, &page);
+    if (lk_shape_init(m, shape, rank, err))
+        return -1;
+    if (b->scale_scope == LK_EXTERNAL) {
+        if (b->scale_payload_len == 0)
+            return lk_fail(err, LK_UNSUPPORTED, "EXTERNAL blob stores no scales");
+        return lk_broadcast_map(m, b->scale_shape, (int)b->scale_shape_n, err);
+    }
+    if (b->scale_scope == LK_PER_TENSOR)
+        return lk_scope_map(m, b->scale_scope, 0, 0, err);
+    if (head < 0 || (b->scale_scope == LK_PER_PAGE_HEAD && page < 0))
+        return lk_fail(err, LK_UNSUPPORTED, "the header gives no head or page axis to "
+                       "dequantize by (kv_head_count, head_dim or pages unknown)");
+    if (lk_scope_map(m, b->scale_scope, head, page, err))
+        return -1;
+    if (m->scale_shape[0] != b->scale_shape[0] ||
+        (m->scale_n == 2 && m->scale_shape[1] != b->scale_shape[1]))
+        return lk_fail(err, LK_UNSUPPORTED, "the stored scales do not fit V's groups");
+    return 0;
+}
+
 static int op_codec_decode(const lk_request *r, lk_jwriter *w, lk_err *err)
 {
-    lk_span out_v;
+    lk_span out_v, v_out;
     lk_blob b;
     int64_t shape[4];
-    int rank;
+    int rank, out_size = 1;
     size_t k_len, v_len;
-    if (lk_req_name(r, "out_v_dtype", 0, &out_v, err))
-        return -1;
-    if (out_v.p != NULL && !lk_span_eq_cstr(out_v, "float8_e4m3fn"))
-        return lk_fail(err, LK_UNSUPPORTED_OP, "codec.dequant is not implemented");
-    if (lk_parse_blob(r, 0, &b, err) || lk_blob_logical_shape(&b, shape, &rank, err))
+    const lk_fmt *out_fmt = NULL;
+    if (lk_req_name(r, "out_v_dtype", 0, &out_v, err) || lk_parse_blob(r, 0, &b, err) ||
+        lk_blob_logical_shape(&b, shape, &rank, err))
         return -1;
     k_len = (size_t)b.k_payload_len;
     v_len = (size_t)b.v_payload_len;
+    v_out = lk_span_of(b.payload.p + k_len, v_len);
+    if (out_v.p == NULL || lk_span_eq_cstr(out_v, "float8_e4m3fn")) {
+        out_v = lk_cstr("float8_e4m3fn");
+    } else { /* Q-DEQUANT */
+        lk_scale_map m;
+        const uint8_t *stored = b.payload.p + k_len + v_len;
+        float *scales;
+        uint8_t *dst;
+        out_size = lk_dequant_out(out_v, &out_fmt);
+        if (out_size == 0)
+            return lk_fail(err, LK_UNSUPPORTED, "cannot dequantize into that dtype");
+        dst = lk_arena_array(r->arena, v_len, (size_t)out_size);
+        if (v_len != 0) {
+            if (lk_blob_scale_map(&b, shape, rank, &m, err))
+                return -1;
+            scales = lk_arena_array(r->arena, (size_t)m.groups, sizeof *scales);
+            lk_load_scales(stored, m.groups, b.scale_dtype_id, scales);
+            lk_dequantize(&m, b.payload.p + k_len, scales, out_fmt, out_size, dst);
+        }
+        v_out = lk_span_of(dst, v_len * (size_t)out_size);
+    }
     lk_ok(w);
     lk_field_hex(w, "k", lk_span_of(b.payload.p, k_len));
     lk_field_name(w, "k_dtype", lk_dtype_name_of(b.k_dtype_id));
     lk_field_ints64(w, "k_shape", shape, (size_t)rank);
-    lk_field_hex(w, "v", lk_span_of(b.payload.p + k_len, v_len));
-    lk_field_name(w, "v_dtype", lk_dtype_name_of(b.v_dtype_id));
+    lk_field_hex(w, "v", v_out);
+    lk_jw_key(w, "v_dtype");
+    lk_jw_str(w, out_v);
     lk_field_ints64(w, "v_shape", shape, (size_t)rank);
     lk_field_hex(w, "scales", lk_span_of(b.payload.p + k_len + v_len, b.payload.n - k_len - v_len));
     lk_field_name(w, "scales_dtype", lk_dtype_name_of(b.scale_dtype_id));
     lk_field_ints64(w, "scales_shape", b.scale_shape, (size_t)b.scale_shape_n);
+    return 0;
+}
+
+/* The encode request's fields, checked: dims of V, dtypes, scope and axes. */
+typedef struct {
+    lk_span k, v, v_scales;
+    const lk_fmt *fmt;
+    int k_dtype_id, scale_dtype_id, scope, head, page;
+    int has_scales;
+    int scale_n;
+    int64_t scale_shape[LK_MAX_SCALE_DIMS];
+    int64_t scale_count;
+} lk_encode_in;
+
+static int lk_scale_dtype_id(lk_span name)
+{
+    static const char *const names[4] = {"float32", "float16", "bfloat16", "float64"};
+    static const int ids[4] = {4, 2, 3, 5};
+    int i;
+    if (name.p == NULL)
+        return 4;
+    for (i = 0; i < 4; i++)
+        if (lk_span_eq_cstr(name, names[i]))
+            return ids[i];
+    return 0;
+}
+
+/* v_scales and scales_shape: float32 caller scales, at most 8 axes (KV-SCALE-SHAPE-N). */
+static int lk_encode_scales_in(const lk_request *r, lk_encode_in *in, lk_err *err)
+{
+    lk_int_list dims;
+    int j;
+    if (lk_req_hex(r, "v_scales", 0, &in->v_scales, err) ||
+        lk_req_ints(r, "scales_shape", 0, &dims, err))
+        return -1;
+    in->has_scales = in->v_scales.p != NULL;
+    if (!in->has_scales)
+        return 0;
+    if (dims.n > LK_MAX_SCALE_DIMS)
+        return lk_fail(err, LK_UNSUPPORTED, "scales have %lu axes, a blob holds 8",
+                       (unsigned long)dims.n);
+    in->scale_n = (int)dims.n;
+    in->scale_count = 1;
+    for (j = 0; j < in->scale_n; j++) {
+        if (!lk_int_in(dims.items[j], 0, INT64_MAX))
+            return lk_fail(err, LK_UNSUPPORTED, "scale dimension out of range");
+        in->scale_shape[j] = dims.items[j].v;
+        if (in->scale_count != 0 && in->scale_shape[j] > INT64_MAX / 4 / in->scale_count)
+            return lk_fail(err, LK_UNSUPPORTED, "scales_shape holds too many scales");
+        in->scale_count *= in->scale_shape[j];
+    }
+    if ((uint64_t)in->v_scales.n != 4 * (uint64_t)in->scale_count)
+        return lk_fail(err, LK_UNSUPPORTED, "v_scales holds %lu bytes, scales_shape needs %lld",
+                       (unsigned long)in->v_scales.n, (long long)(4 * in->scale_count));
+    return 0;
+}
+
+static int lk_encode_in_read(const lk_request *r, lk_encode_in *in, lk_scale_map *m,
+                             lk_err *err)
+{
+    lk_span dtype, scale_dtype;
+    lk_int_list shape;
+    lk_int scope, head_axis, page_axis;
+    int has_page, i;
+    int64_t dims[LK_MAX_RANK];
+    memset(in, 0, sizeof *in);
+    if (lk_req_hex(r, "k", 1, &in->k, err) || lk_req_hex(r, "v", 1, &in->v, err) ||
+        lk_req_name(r, "dtype", 1, &dtype, err) || lk_req_ints(r, "shape", 1, &shape, err) ||
+        lk_req_int(r, "scale_scope", 1, 0, &scope, NULL, err) ||
+        lk_req_int(r, "head_axis", 0, -2, &head_axis, NULL, err) ||
+        lk_req_int(r, "page_axis", 0, 0, &page_axis, &has_page, err) ||
+        lk_req_name(r, "scale_dtype", 0, &scale_dtype, err) || lk_encode_scales_in(r, in, err))
+        return -1;
+    in->k_dtype_id = lk_span_eq_cstr(dtype, "float16") ? 2 : lk_span_eq_cstr(dtype, "bfloat16") ? 3 : 0;
+    if (in->k_dtype_id == 0) /* KV-K-DTYPE */
+        return lk_fail(err, LK_UNSUPPORTED, "K and V must be float16 or bfloat16");
+    in->fmt = in->k_dtype_id == 2 ? &LK_FLOAT16 : &LK_BFLOAT16;
+    in->scale_dtype_id = lk_scale_dtype_id(scale_dtype);
+    if (in->scale_dtype_id == 0) /* KV-SCALE-DTYPE */
+        return lk_fail(err, LK_UNSUPPORTED, "scale_dtype must be float32, float16, bfloat16 "
+                       "or float64");
+    if (!lk_int_in(scope, 0, LK_EXTERNAL)) /* KV-SCOPE */
+        return lk_fail(err, LK_UNSUPPORTED, "unknown scale scope");
+    in->scope = (int)scope.v;
+    if (shape.n > LK_MAX_RANK)
+        return lk_fail(err, LK_UNSUPPORTED, "V has more than %d axes", LK_MAX_RANK);
+    for (i = 0; i < (int)shape.n; i++) {
+        if (!lk_int_in(shape.items[i], 0, INT64_MAX))
+            return lk_fail(err, LK_UNSUPPORTED, "shape dimension out of range");
+        dims[i] = shape.items[i].v;
+    }
+    if (lk_shape_init(m, dims, (int)shape.n, err))
+        return -1;
+    if ((uint64_t)m->n > (uint64_t)in->k.n / 2 || (uint64_t)in->k.n != 2 * (uint64_t)m->n ||
+        in->v.n != in->k.n)
+        return lk_fail(err, LK_UNSUPPORTED, "k and v must hold 2 bytes per element of shape");
+    if (in->scope == LK_PER_LAYER_HEAD || in->scope == LK_PER_PAGE_HEAD) {
+        if (!lk_int_in(head_axis, INT64_MIN, INT64_MAX) ||
+            lk_norm_axis(head_axis.v, m->rank, &in->head, err))
+            return lk_fail(err, LK_UNSUPPORTED, "head_axis is out of range");
+    }
+    if (in->scope == LK_PER_PAGE_HEAD) {
+        if (!has_page)
+            return lk_fail(err, LK_UNSUPPORTED, "PER_PAGE_HEAD needs page_axis");
+        if (!lk_int_in(page_axis, INT64_MIN, INT64_MAX) ||
+            lk_norm_axis(page_axis.v, m->rank, &in->page, err))
+            return lk_fail(err, LK_UNSUPPORTED, "page_axis is out of range");
+        if (in->page == in->head)
+            return lk_fail(err, LK_UNSUPPORTED, "page_axis and head_axis are the same axis");
+    }
+    return 0;
+}
+
+/* The scale map and the scales to quantize with, before their conversion to scale_dtype:
+ * the caller's (static or EXTERNAL scales, Q-EXTERNAL) or Q-SCALE's. */
+static int lk_encode_scales(const lk_request *r, lk_encode_in *in, lk_scale_map *m,
+                            float **scales, lk_err *err)
+{
+    int64_t i;
+    if (in->scope == LK_EXTERNAL) {
+        if (!in->has_scales)
+            return lk_fail(err, LK_UNSUPPORTED, "EXTERNAL scope needs v_scales");
+        if (lk_broadcast_map(m, in->scale_shape, in->scale_n, err))
+            return -1;
+    } else {
+        if (lk_scope_map(m, in->scope, in->head, in->page, err))
+            return -1;
+        if (in->has_scales && in->scope != LK_PER_TENSOR &&
+            (in->scale_n != m->scale_n || in->scale_shape[0] != m->scale_shape[0] ||
+             (m->scale_n == 2 && in->scale_shape[1] != m->scale_shape[1])))
+            return lk_fail(err, LK_UNSUPPORTED, "static scales do not have the scope's shape");
+        if (in->has_scales && in->scope == LK_PER_TENSOR && in->scale_count != 1)
+            return lk_fail(err, LK_UNSUPPORTED, "PER_TENSOR takes one static scale");
+    }
+    if (!in->has_scales) {
+        in->scale_n = m->scale_n;
+        in->scale_shape[0] = m->scale_shape[0];
+        in->scale_shape[1] = m->scale_shape[1];
+        in->scale_count = m->groups;
+    }
+    *scales = lk_arena_array(r->arena, (size_t)in->scale_count, sizeof **scales);
+    if (in->has_scales)
+        for (i = 0; i < in->scale_count; i++)
+            (*scales)[i] = lk_f32_from_bits(lk_rd_u32(in->v_scales.p + 4 * i));
+    else
+        lk_group_scales(m, in->fmt, in->v.p, *scales);
+    return 0;
+}
+
+static int op_codec_encode(const lk_request *r, lk_jwriter *w, lk_err *err)
+{
+    static const char *const meta_names[6] = {"layer_id", "chunk_id", "chunk_size",
+                                              "page_size", "kv_head_count", "head_dim"};
+    lk_encode_in in;
+    lk_scale_map m;
+    lk_blob b;
+    lk_int meta;
+    lk_span header;
+    float *scales = NULL, *used;
+    uint8_t *payload;
+    size_t n, scale_bytes;
+    int i, itemsize;
+    if (lk_encode_in_read(r, &in, &m, err) || lk_encode_scales(r, &in, &m, &scales, err))
+        return -1;
+    memset(&b, 0, sizeof b);
+    for (i = 0; i < 6; i++) {
+        if (lk_req_int(r, meta_names[i], 0, -1, &meta, NULL, err))
+            return -1;
+        if (!lk_int_in(meta, INT64_MIN, INT64_MAX)) /* KV-ENCODE-REFUSE */
+            return lk_fail(err, LK_UNSUPPORTED, "%s does not fit in 64 bits", meta_names[i]);
+        (&b.layer_id)[i] = meta.v;
+    }
+    for (i = 0; i < LK_NHASHES; i++)
+        if (lk_req_hex(r, LK_HASH_NAMES[i], 0, &b.hashes[i], err))
+            return -1;
+    n = (size_t)m.n;
+    itemsize = in.scale_dtype_id == 4 ? 4 : in.scale_dtype_id == 5 ? 8 : 2;
+    scale_bytes = (size_t)in.scale_count * (size_t)itemsize;
+    payload = lk_arena_alloc(r->arena, 3 * n + scale_bytes);
+    used = lk_arena_array(r->arena, (size_t)in.scale_count, sizeof *used);
+    lk_store_scales(scales, in.scale_count, in.scale_dtype_id, payload + 3 * n, used);
+    if (in.k.n)
+        memcpy(payload, in.k.p, 2 * n);
+    lk_quantize(&m, in.fmt, in.v.p, used, payload + 2 * n); /* Q-ROUND */
+    b.scale_scope = (uint16_t)in.scope;
+    b.k_dtype_id = (uint16_t)in.k_dtype_id;
+    b.v_dtype_id = 7;
+    b.scale_dtype_id = (uint16_t)in.scale_dtype_id;
+    b.scale_shape_n = in.scale_n;
+    memcpy(b.scale_shape, in.scale_shape, sizeof b.scale_shape);
+    b.k_payload_len = (int64_t)(2 * n);
+    b.v_payload_len = (int64_t)n;
+    b.scale_payload_len = (int64_t)scale_bytes;
+    b.payload = lk_span_of(payload, 3 * n + scale_bytes);
+    if (lk_blob_serialize_header(&b, r->arena, &header, err)) /* KV-ENCODE-REFUSE */
+        return -1;
+    lk_ok(w);
+    lk_jw_key(w, "blob");
+    lk_jw_raw(w, "\"");
+    lk_jw_hex_part(w, header);
+    lk_jw_hex_part(w, b.payload);
+    lk_jw_raw(w, "\"");
     return 0;
 }
 
@@ -696,6 +962,9 @@ const lk_op LK_OPS[] = {
     {"codec.parse", op_codec_parse},
     {"codec.hash_gate", NULL},
     {"codec.decode", op_codec_decode},
+    {"codec.dequant", NULL},
+    {"codec.encode", op_codec_encode},
+    {"codec.encode_scales", NULL},
     {"proto.client.write", op_proto_client_write},
     {"proto.client.read", op_proto_client_read},
     {"proto.server.write", op_proto_server_write},
