@@ -29,6 +29,7 @@ from reference_impl.kv_codec.quant_rules import (
     fp8_max,
     group_axes,
     group_scales,
+    true_divide,
 )
 
 _BLOCK = 1 << 18  # float32 elements per CPU block: 1 MiB, within the L2 of the cores sharing it
@@ -95,7 +96,7 @@ def compute_v_scales(
         scales = [a / qmax if a > 0 else ZERO_SCALE_SENTINEL for a in amax.reshape(-1).tolist()]
         return _float32_tensor(scales).view(amax.shape)
     amax = amax.to(torch.float32)
-    return torch.where(amax > 0, amax / qmax, ZERO_SCALE_SENTINEL)
+    return torch.where(amax > 0, true_divide(amax, qmax), ZERO_SCALE_SENTINEL)
 
 
 def _float32_tensor(values: list[float]) -> torch.Tensor:

@@ -94,7 +94,15 @@ def v_scales(
         amax = torch.zeros(groups.shape[:-1], dtype=torch.float32, device=v.device)
     else:
         amax = groups.amax(dim=-1)
-    return torch.where(amax > 0, amax / qmax, ZERO_SCALE_SENTINEL)
+    return torch.where(amax > 0, true_divide(amax, qmax), ZERO_SCALE_SENTINEL)
+
+
+def true_divide(t: torch.Tensor, divisor: float) -> torch.Tensor:
+    """``t / divisor`` correctly rounded in float32, on every device (Q-SCALE: "amax / fp8
+    max in float32"). Divided by a Python number, a CUDA tensor is multiplied by the
+    divisor's reciprocal instead, which is off by one unit in the last place for some amax
+    (3 / 448); dividing by a tensor on t's device divides."""
+    return t / torch.full((), divisor, dtype=t.dtype, device=t.device)
 
 
 def group_scales(
