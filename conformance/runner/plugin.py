@@ -140,9 +140,12 @@ class ConformancePlugin:
                 driver.close()
                 raise usage_error(self.config, f"two --impl values are both named {driver.name!r}")
             self.drivers[driver.name] = driver
-        self.expectations = {
-            name: exp.load(name, d.info.version) for name, d in self.drivers.items()
-        }
+        try:
+            self.expectations = {
+                name: exp.load(name, d.info.version) for name, d in self.drivers.items()
+            }
+        except exp.KnownFailuresError as exc:
+            raise usage_error(self.config, f"known-failure list {exc}") from None
 
     def known_failures_path(self, name: str) -> str | None:
         """The known-failure list used for implementation ``name`` (None: it has none)."""
