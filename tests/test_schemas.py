@@ -147,7 +147,7 @@ def test_results_fixture_validates(results_doc: dict[str, Any]) -> None:
 
 
 def test_freshly_written_results_file_validates(tmp_path: Path) -> None:
-    from conformance.plugin import ConformancePlugin
+    from conformance.runner.plugin import ConformancePlugin
 
     plugin = ConformancePlugin.__new__(ConformancePlugin)
     plugin.started, plugin.started_utc = 0.0, "2026-01-02T03:04:05+00:00"
