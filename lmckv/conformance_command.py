@@ -1,8 +1,15 @@
-"""``lmckv conformance [--impl SPEC]... [PYTEST ARGS]``: the conformance suite under pytest.
+"""``lmckv conformance [--impl SPEC]... [--out DIR] [PYTEST ARGS]``: the conformance suite
+under pytest, from any directory.
 
-Runs the tests of the installed ``conformance`` package (its conftest registers the
-plugin and its options) with every argument passed through to pytest. Nothing is written
+Runs the tests of the installed ``conformance`` package (its plugin registers the options)
+with every argument passed through to pytest, and writes ``junit.xml``, ``results.json``
+and ``summary.md`` into ``--out DIR`` (default ``./lmckv-conformance`` under the current
+directory; an explicit ``--junitxml``, ``--results-json`` or ``--summary-md`` wins).
+``exec:`` testees are resolved from, and run in, the current directory. Nothing is written
 inside the package: no pytest cache and no bytecode.
+
+Exit status: 0 every outcome as expected, 1 an unexpected outcome, 2 a usage or setup
+error (conformance/README.md, "Exit status").
 """
 
 from __future__ import annotations
@@ -12,20 +19,77 @@ from collections.abc import Sequence
 from pathlib import Path
 
 EXIT_USAGE = 2
+DEFAULT_OUT = "lmckv-conformance"
+#: The files written into --out DIR, by the pytest option that writes each.
+OUTPUTS = (
+    (("--junitxml", "--junit-xml"), "junit.xml"),
+    (("--results-json",), "results.json"),
+    (("--summary-md",), "summary.md"),
+)
+
+
+def _option_value(argv: Sequence[str], name: str) -> str | None:
+    """The value of ``--name VALUE`` or ``--name=VALUE`` (the last one given), before any
+    ``--``."""
+    value = None
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if arg == name and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith(name + "="):
+            value = arg.partition("=")[2]
+    return value
+
+
+def _given(argv: Sequence[str], names: Sequence[str]) -> bool:
+    return any(a in names or a.partition("=")[0] in names for a in argv)
+
+
+def _without_out(argv: Sequence[str]) -> list[str]:
+    """``argv`` less ``--out DIR`` (pytest-xdist workers parse the arguments again, without
+    the plugin that declares --out)."""
+    kept: list[str] = []
+    skip = False
+    for i, arg in enumerate(argv):
+        if skip:
+            skip = False
+        elif arg == "--":
+            kept += argv[i:]
+            break
+        elif arg == "--out" and i + 1 < len(argv):
+            skip = True
+        elif not arg.startswith("--out="):
+            kept.append(arg)
+    return kept
+
+
+def pytest_args(argv: Sequence[str], cwd: Path, suite: Path) -> list[str]:
+    """The arguments ``lmckv conformance ARGV`` hands to pytest from directory ``cwd``."""
+    args = [str(suite), "-p", "no:cacheprovider", *_without_out(argv)]
+    if _given(argv, ("-h", "--help")):
+        return args
+    out = cwd / (_option_value(argv, "--out") or DEFAULT_OUT)
+    for names, filename in OUTPUTS:
+        if not _given(argv, names):
+            args.append(f"{names[0]}={out / filename}")
+    return args
 
 
 def run(argv: Sequence[str]) -> int:
-    """pytest's exit status: 0 every outcome as expected, 1 an unexpected outcome, and 2 for
-    any usage, collection or internal error (pytest's 2 to 5)."""
+    """0 every outcome as expected, 1 an unexpected outcome, and 2 for any usage, setup,
+    collection or internal error (pytest's 2 to 5)."""
     import pytest
 
     import conformance
+    from conformance.runner.options import CommandLine
 
     suite = Path(conformance.__file__).parent
     wrote_bytecode = sys.dont_write_bytecode
     sys.dont_write_bytecode = True  # also stops pytest caching rewritten test modules
     try:
-        code = int(pytest.main([str(suite), "-p", "no:cacheprovider", *argv]))
+        args = pytest_args(argv, Path.cwd(), suite)
+        code = int(pytest.main(args, plugins=[CommandLine()]))
     finally:
         sys.dont_write_bytecode = wrote_bytecode
     return code if code in (0, 1) else EXIT_USAGE

@@ -118,17 +118,33 @@ def test_a_missing_required_module_is_not_hidden() -> None:
 
 
 @pytest.mark.parametrize(("pytest_code", "code"), [(0, 0), (1, 1), (2, 2), (3, 2), (4, 2), (5, 2)])
-def test_conformance_passes_arguments_and_maps_pytest_exit(monkeypatch, pytest_code, code) -> None:
+def test_conformance_passes_arguments_and_maps_pytest_exit(
+    monkeypatch, tmp_path, pytest_code, code
+) -> None:
     calls: list[list[str]] = []
 
-    def fake_main(args: list[str]) -> int:
+    def fake_main(args: list[str], plugins: object = None) -> int:
         calls.append(args)
         return pytest_code
 
     monkeypatch.setattr(pytest, "main", fake_main)
-    assert main(["conformance", "--impl", "c", "-x"]) == code
+    monkeypatch.chdir(tmp_path)
+    assert main(["conformance", "--impl", "c", "-x", "--out", "o"]) == code
     suite = str(REPO / "conformance")
-    assert calls == [[suite, "-p", "no:cacheprovider", "--impl", "c", "-x"]]
+    out = tmp_path / "o"
+    assert calls == [
+        [
+            suite,
+            "-p",
+            "no:cacheprovider",
+            "--impl",
+            "c",
+            "-x",
+            f"--junitxml={out / 'junit.xml'}",
+            f"--results-json={out / 'results.json'}",
+            f"--summary-md={out / 'summary.md'}",
+        ]
+    ]
 
 
 def test_conformance_runs_the_suite_and_writes_no_cache(tmp_path) -> None:
@@ -139,7 +155,9 @@ def test_conformance_runs_the_suite_and_writes_no_cache(tmp_path) -> None:
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
     assert " passed" in done.stdout
-    assert list(tmp_path.iterdir()) == []
+    assert list(tmp_path.iterdir()) == [tmp_path / "lmckv-conformance"]  # --out's default
+    written = sorted(p.name for p in (tmp_path / "lmckv-conformance").iterdir())
+    assert written == ["junit.xml", "results.json", "summary.md"]
     assert not (REPO / "conformance" / ".pytest_cache").exists()
 
 

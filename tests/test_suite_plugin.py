@@ -28,6 +28,10 @@ def test_results_file_follows_the_schema_and_merges_xdist_workers() -> None:
     assert {i["name"] for i in data["impls"]} == {"reference", "upstream"}
     for impl in data["impls"]:
         assert impl["kind"] == "python" and impl["capabilities"]
+    lists = {i["name"]: i["known_failures"] for i in data["impls"]}
+    assert lists["reference"] is None
+    assert lists["upstream"].startswith("conformance/known_failures/upstream-")
+    assert f"known failures of upstream: {lists['upstream']}" in run.output
     for rule in data["rules"]:
         assert set(rule) == {"id", "level", "spec_anchor", "summary"}
     for test in data["tests"]:

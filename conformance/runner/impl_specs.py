@@ -4,7 +4,8 @@
 - ``upstream``: LMCache's own modules (lmcache 0.5.6).
 - ``python:PKG``: any importable package with ``PKG.kv_codec``, ``PKG.protocol``,
   ``PKG.keys`` laid out like ``reference_impl``.
-- ``exec:CMD``: a program in any language speaking conformance/TESTEE.md on stdin/stdout.
+- ``exec:CMD``: a program in any language speaking conformance/TESTEE.md on stdin/stdout,
+  resolved and run from the caller's directory (``ExecSettings``).
 - ``c`` / ``c-asan``: the C testee of conformance/testees/c, built on first use with the
   system ``cc`` (``c-asan`` with AddressSanitizer and UndefinedBehaviorSanitizer).
 """
@@ -14,11 +15,13 @@ from __future__ import annotations
 import shlex
 
 from conformance.drivers.base import Driver, DriverError
+from conformance.drivers.exec_driver import ExecSettings
 from conformance.drivers.in_process import load_in_process
 
 
-def load_driver(spec: str) -> Driver:
-    """Build the driver an ``--impl`` value names; DriverError says why it cannot."""
+def load_driver(spec: str, settings: ExecSettings | None = None) -> Driver:
+    """Build the driver an ``--impl`` value names (``settings``: how exec testees run);
+    DriverError says why it cannot, in one line starting with ``--impl SPEC:``."""
     try:
         driver = load_in_process(spec)
         if driver is not None:
@@ -26,7 +29,7 @@ def load_driver(spec: str) -> Driver:
         if spec.startswith("exec:"):
             from conformance.drivers.exec_driver import ExecDriver
 
-            return ExecDriver(spec.removeprefix("exec:"))
+            return ExecDriver(spec.removeprefix("exec:"), settings, label=spec)
         if spec in ("c", "c-asan"):
             from conformance.drivers.exec_driver import ExecDriver
             from conformance.testees.c.build import BuildError, build_testee
@@ -35,7 +38,7 @@ def load_driver(spec: str) -> Driver:
                 binary = build_testee(sanitize=spec == "c-asan")
             except BuildError as exc:
                 raise DriverError(f"--impl {spec}: {exc}") from exc
-            return ExecDriver(shlex.quote(str(binary)))
+            return ExecDriver(shlex.quote(str(binary)), settings, label=spec)
     except ImportError as exc:
         raise DriverError(f"--impl {spec}: cannot import it: {exc}") from exc
     raise DriverError(

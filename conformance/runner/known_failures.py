@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 #: Set LMCKV_KNOWN_FAILURES_DIR to read the lists from another directory (self-tests do).
@@ -35,6 +35,14 @@ class KnownFailures:
     impl: str
     path: Path | None
     reasons: dict[str, str]
+    #: test id (as listed) -> its line number in the file
+    numbers: dict[str, int] = field(default_factory=dict)
+
+    def line_for(self, test_id: str) -> tuple[int, str] | None:
+        """(line number, listed test id) of the line naming ``test_id``."""
+        listed = test_id if test_id in self.reasons else None
+        listed = listed or next((line for line in self.reasons if matches(line, test_id)), None)
+        return None if listed is None else (self.numbers.get(listed, 0), listed)
 
     def reason_for(self, test_id: str) -> str | None:
         """The reason of the line naming ``test_id`` (exactly, or through a ``*``)."""
@@ -82,6 +90,7 @@ def load(impl: str, version: str | None) -> KnownFailures:
     if not path.is_file():
         return KnownFailures(impl, None, {})
     reasons: dict[str, str] = {}
+    numbers: dict[str, int] = {}
     for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
@@ -93,4 +102,5 @@ def load(impl: str, version: str | None) -> KnownFailures:
         if test_id in reasons:
             raise KnownFailuresError(f"{path.name}:{number}: {test_id} is listed twice")
         reasons[test_id] = reason
-    return KnownFailures(impl, path, reasons)
+        numbers[test_id] = number
+    return KnownFailures(impl, path, reasons, numbers)

@@ -1,17 +1,22 @@
 """The conformance pytest plugin: implementations, rules, known failures, results.
 
 Options (see conformance/README.md): ``--impl`` (repeatable), ``--level``,
-``--results-json``, ``--draft-expectations``. Every test carries a ``rule`` marker; the
+``--results-json``, ``--summary-md``, ``--draft-expectations``, ``--testee-timeout``,
+``--testee-max-failures``, ``--transcript``. Every test carries a ``rule`` marker; the
 plugin derives its level, applies the implementation's known failures as strict xfails,
-collects every outcome (under pytest-xdist the controller receives all workers' reports,
-so the results file is written once, merged), checks the producer x consumer pair count
-and stale expectation lines, and prints the implementation x level table.
+starts every failure message with the rule's id and SPEC.md anchor, ends at once the tests
+of an exec testee that stopped answering, collects every outcome (under pytest-xdist the
+controller receives all workers' reports, so the results file is written once, merged),
+checks the producer x consumer pair count and stale expectation lines, and prints the
+implementation x level table and the failures grouped by rule.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import Counter, defaultdict
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +24,24 @@ import pytest
 
 from conformance.core.rules import RULES, SHOULD
 from conformance.drivers import Driver, DriverError
+from conformance.drivers.exec_driver import ExecSettings, Transcript
 from conformance.runner import known_failures as exp
 from conformance.runner.impl_specs import load_driver
-from conformance.runner.results_file import OUTCOMES, utc_now, write_results
+from conformance.runner.markdown_summary import write_markdown
+from conformance.runner.options import COMMAND, in_command, testee_timeout
+from conformance.runner.results_file import OUTCOMES, REPO, utc_now, write_results
+from conformance.runner.rule_groups import RuleGroup, group_failures, rule_tag, spec_link
 from conformance.runner.terminal_summary import write_summary
 from conformance.suite.matrix import matrix_cases, matrix_checks, matrix_pairs
 
 PLUGIN_NAME = "lmckv-conformance"
+#: workerinput key: the controller's invocation directory, for resolving exec testees.
+INVOCATION_DIR = "lmckv_invocation_dir"
+#: The implementations a test runs (its impl, and a matrix test's producer).
+PARTICIPANTS = pytest.StashKey[list[str]]()
+#: Why a test was not run: an implementation's testee stopped answering.
+STOPPED = pytest.StashKey[str]()
+UNEXPECTED_PASS = "unexpected pass: "
 
 
 def get_plugin(config: pytest.Config) -> ConformancePlugin:
@@ -47,6 +63,27 @@ def _reason(report: pytest.TestReport) -> str | None:
     return text[:1000]
 
 
+def display_path(path: Path | None) -> str | None:
+    """A known-failure list as the results and messages name it: relative to the directory
+    holding the ``conformance`` package when it lies there, else absolute."""
+    if path is None:
+        return None
+    try:
+        return path.resolve().relative_to(REPO).as_posix()
+    except ValueError:
+        return str(path.resolve())
+
+
+def usage_error(config: pytest.Config, message: str) -> pytest.UsageError:
+    """The error that ends the run before any test: one line, ``lmckv conformance: ...``
+    under that command (printed here, the exception then carries nothing to print), else
+    pytest's ``ERROR: ...``."""
+    if in_command(config):
+        print(f"{COMMAND}: {message}", file=sys.stderr, flush=True)
+        return pytest.UsageError()
+    return pytest.UsageError(message)
+
+
 class ConformancePlugin:
     """Holds the drivers of this run and everything reported about them."""
 
@@ -55,21 +92,76 @@ class ConformancePlugin:
         self.started = time.monotonic()
         self.started_utc = utc_now()
         self.is_worker = hasattr(config, "workerinput")
-        specs = config.getoption("impl") or ["reference"]
         self.drivers: dict[str, Driver] = {}
+        self.expectations: dict[str, exp.KnownFailures] = {}
+        self.records: dict[str, dict[str, Any]] = {}
+        #: node id -> why it was not run (its testee had stopped answering)
+        self.not_run: dict[str, str] = {}
+        self.narrowed: list[str] = []
+        self.problems: list[str] = []
+        self.matrix: list[dict[str, Any]] = []
+        self.settings = self._exec_settings()
+        if config.getoption("help", False):
+            return  # pytest --help: nothing to load
+        try:
+            self._load_drivers(config.getoption("impl") or ["reference"])
+        except BaseException:
+            self.close()
+            raise
+
+    def _exec_settings(self) -> ExecSettings:
+        config = self.config
+        if self.is_worker:
+            workerinput: dict[str, Any] = getattr(config, "workerinput", {})
+            cwd = Path(workerinput.get(INVOCATION_DIR, config.invocation_params.dir))
+        else:
+            cwd = Path(config.invocation_params.dir)
+        try:
+            timeout = testee_timeout(config)
+        except pytest.UsageError as exc:
+            raise usage_error(config, str(exc)) from None
+        max_failures = config.getoption("testee_max_failures")
+        if max_failures < 0:
+            raise usage_error(config, f"--testee-max-failures: must be >= 0, got {max_failures}")
+        transcript = None
+        path = config.getoption("transcript")
+        if path and not config.getoption("help", False):
+            worker = getattr(config, "workerinput", {}).get("workerid")
+            transcript = Transcript(cwd / path, truncate=not self.is_worker, worker=worker)
+        return ExecSettings(cwd, timeout, max_failures, transcript)
+
+    def _load_drivers(self, specs: list[str]) -> None:
         for spec in specs:
             try:
-                driver = load_driver(spec)
+                driver = load_driver(spec, self.settings)
             except DriverError as exc:
-                raise pytest.UsageError(str(exc)) from exc
+                raise usage_error(self.config, str(exc)) from None
             if driver.name in self.drivers:
-                raise pytest.UsageError(f"two --impl values are both named {driver.name!r}")
+                driver.close()
+                raise usage_error(self.config, f"two --impl values are both named {driver.name!r}")
             self.drivers[driver.name] = driver
-        self.expectations = {
-            name: exp.load(name, d.info.version) for name, d in self.drivers.items()
-        }
-        self.records: dict[str, dict[str, Any]] = {}
-        self.narrowed: list[str] = []
+        try:
+            self.expectations = {
+                name: exp.load(name, d.info.version) for name, d in self.drivers.items()
+            }
+        except exp.KnownFailuresError as exc:
+            raise usage_error(self.config, f"known-failure list {exc}") from None
+
+    def known_failures_path(self, name: str) -> str | None:
+        """The known-failure list used for implementation ``name`` (None: it has none)."""
+        kf = self.expectations.get(name)
+        return display_path(kf.path) if kf is not None else None
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """pytest-xdist: workers resolve exec testees from the controller's directory."""
+        node.workerinput[INVOCATION_DIR] = str(self.settings.cwd)
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        return [
+            f"known failures of {name}: {self.known_failures_path(name) or 'none'}"
+            for name in self.drivers
+        ]
 
     # -- collection -----------------------------------------------------------------------
 
@@ -122,6 +214,7 @@ class ConformancePlugin:
                 ("producer", producer),
             ]
             participants = [n for n in (impl, producer) if n is not None]
+            item.stash[PARTICIPANTS] = participants
             reason = self._known_reason(exp.short_id(item.nodeid), participants)
             if reason is not None:
                 item.add_marker(pytest.mark.xfail(strict=True, reason=reason))
@@ -129,6 +222,76 @@ class ConformancePlugin:
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = keep
+
+    # -- running (workers, or the only process) -------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """Name the test in the transcript; end it at once when a testee it needs has
+        stopped answering."""
+        if self.settings.transcript is not None:
+            self.settings.transcript.test = item.nodeid
+        for name in item.stash.get(PARTICIPANTS, []):
+            stopped = getattr(self.drivers.get(name), "stopped", None)
+            if stopped:
+                item.stash[STOPPED] = stopped
+                pytest.fail(stopped, pytrace=False)
+
+    def pytest_runtest_logfinish(self) -> None:
+        if self.settings.transcript is not None:
+            self.settings.transcript.test = None
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        """Every failure starts with ``[RULE-ID SPEC.md#anchor]``; a strict unexpected pass
+        says which line of which list to delete; a test a stopped testee could not run is a
+        failure even when it is a listed known failure."""
+        report = yield
+        if STOPPED in item.stash and report.when == "setup":
+            report.outcome = "failed"
+            if hasattr(report, "wasxfail"):
+                del report.wasxfail
+            report.user_properties.append(("not_run", item.stash[STOPPED]))
+        if not report.failed:
+            return report
+        rule = dict(item.user_properties).get("rule")
+        if not isinstance(rule, str):
+            return report
+        tag = rule_tag(rule)
+        longrepr = report.longrepr
+        if isinstance(longrepr, str) and longrepr.startswith("[XPASS(strict)]"):
+            report.longrepr = f"{tag} {self._unexpected_pass(item)}"
+        elif isinstance(longrepr, str):
+            report.longrepr = f"{tag} {longrepr}"
+        else:
+            crash = getattr(longrepr, "reprcrash", None)
+            if crash is not None and hasattr(crash, "message"):
+                crash.message = f"{tag} {crash.message}"
+            known = RULES.get(rule)
+            if known is not None and STOPPED not in item.stash:
+                report.sections.append(
+                    (f"rule {rule} ({known.level})", f"{spec_link(rule)}: {known.summary}")
+                )
+        return report
+
+    def _unexpected_pass(self, item: pytest.Item) -> str:
+        short = exp.short_id(item.nodeid)
+        for name in item.stash.get(PARTICIPANTS, []):
+            kf = self.expectations.get(name)
+            found = kf.line_for(short) if kf is not None else None
+            if kf is None or found is None:
+                continue
+            number, listed = found
+            where = f"line {number} of {display_path(kf.path)}"
+            if listed == short:
+                return f"{UNEXPECTED_PASS}delete {where}: {listed}"
+            return (
+                f"{UNEXPECTED_PASS}{where} ({listed}) names this passing test: narrow the "
+                f"pattern or delete the line: {short}"
+            )
+        return f"{UNEXPECTED_PASS}a known-failure line names this passing test: {short}"
 
     # -- outcomes (controller) ------------------------------------------------------------
 
@@ -138,6 +301,8 @@ class ConformancePlugin:
         props = dict(report.user_properties)
         if "rule" not in props:
             return
+        if "not_run" in props:
+            self.not_run[report.nodeid] = str(props["not_run"])
         record = self.records.get(report.nodeid)
         if record is None:
             record = {
@@ -158,7 +323,7 @@ class ConformancePlugin:
                 outcome = "known_failure"
             elif report.skipped:
                 outcome = "skip"
-            elif str(report.longrepr).startswith("[XPASS(strict)]"):
+            elif self._is_unexpected_pass(report):
                 outcome = "unexpected_pass"
             else:
                 outcome = "fail"
@@ -168,7 +333,16 @@ class ConformancePlugin:
             outcome = "known_failure" if hasattr(report, "wasxfail") else "skip"
         if outcome is not None and record["outcome"] != "fail":
             record["outcome"] = outcome
-            record["reason"] = _reason(report)
+            reason = _reason(report)
+            tag = rule_tag(str(props["rule"])) + " "
+            record["reason"] = reason.removeprefix(tag) if reason is not None else None
+
+    @staticmethod
+    def _is_unexpected_pass(report: pytest.TestReport) -> bool:
+        text = str(report.longrepr)
+        if text.startswith("[XPASS(strict)]"):
+            return True
+        return text.startswith("[") and text.partition("] ")[2].startswith(UNEXPECTED_PASS)
 
     def _selection_is_full(self) -> bool:
         opt = self.config.option
@@ -254,20 +428,24 @@ class ConformancePlugin:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.is_worker:
             return
-        self.problems: list[str] = []
+        self.problems = []
         full = self._selection_is_full() and bool(self.records)
         self.matrix, pair_problem = self._pair_check()
         if full:
-            if pair_problem:
+            if pair_problem and not self.not_run:  # tests not run skip no capability
                 self.problems.append(pair_problem)
             self.problems += [
                 f"stale expectation (no such test ran): {s}" for s in self._stale_expectations()
             ]
+        self.problems += self._stopped_testees()
         if self.problems and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         path = self.config.getoption("results_json")
         if path:
             self._write_results(Path(path))
+        path = self.config.getoption("summary_md")
+        if path:
+            self._write_markdown(Path(path), session)
         draft = self.config.getoption("draft_expectations")
         if draft:
             self._write_drafts(Path(draft))
@@ -281,7 +459,34 @@ class ConformancePlugin:
             tests=list(self.records.values()),
             summary=self._summary(),
             matrix=self.matrix,
+            known_failures={name: self.known_failures_path(name) for name in self.drivers},
         )
+
+    def _write_markdown(self, path: Path, session: pytest.Session) -> None:
+        write_markdown(
+            path,
+            impls=[d.info for d in self.drivers.values()],
+            known_failures={name: self.known_failures_path(name) for name in self.drivers},
+            summary=self._summary(),
+            matrix=self.matrix,
+            groups=self._groups(),
+            problems=self.problems,
+            narrowed=self.narrowed,
+            exit_status=int(session.exitstatus),
+            wall_s=time.monotonic() - self.started,
+        )
+
+    def _stopped_testees(self) -> list[str]:
+        """One line per testee that stopped answering, with the number of tests it left
+        unrun (under xdist each worker's testee stops on its own)."""
+        counts = Counter(
+            why.partition("; remaining tests not run")[0] for why in self.not_run.values()
+        )
+        return [f"{what}; {n} tests not run" for what, n in sorted(counts.items())]
+
+    def _groups(self) -> list[RuleGroup]:
+        """Unexpected outcomes by rule, leaving out the tests that were not run."""
+        return group_failures(r for r in self.records.values() if r["id"] not in self.not_run)
 
     def _write_drafts(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
@@ -302,9 +507,26 @@ class ConformancePlugin:
             self._summary(),
             self.matrix,
             self.narrowed,
-            getattr(self, "problems", []),
+            self.problems,
+            known_failures={name: self.known_failures_path(name) for name in self.drivers},
+            groups=self._groups(),
+            outputs=[
+                (what, self.config.getoption(option))
+                for what, option in (
+                    ("results", "results_json"),
+                    ("Markdown summary", "summary_md"),
+                    ("transcript", "transcript"),
+                )
+                if self.config.getoption(option)
+            ],
         )
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop every testee and close the transcript."""
         for driver in self.drivers.values():
             driver.close()
+        if self.settings.transcript is not None:
+            self.settings.transcript.close()

@@ -45,8 +45,10 @@ def write_results(
     tests: Sequence[dict[str, Any]],
     summary: list[dict[str, Any]],
     matrix: list[dict[str, Any]],
+    known_failures: dict[str, str | None] | None = None,
 ) -> None:
-    """Write the results document to ``path`` (parents created)."""
+    """Write the results document to ``path`` (parents created). ``known_failures``: the
+    known-failure list used for each implementation (None: none)."""
     data = {
         "schema_version": RESULTS_VERSION,
         "started_utc": started_utc,
@@ -58,6 +60,7 @@ def write_results(
                 "kind": info.kind,
                 "version": info.version,
                 "capabilities": list(info.capabilities),
+                "known_failures": (known_failures or {}).get(info.name),
             }
             for info in impls
         ],

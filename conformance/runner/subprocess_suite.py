@@ -33,20 +33,24 @@ def run_suite(
     *args: str,
     env: dict[str, str] | None = None,
     timeout: float = 600,
+    cwd: Path | None = None,
 ) -> SuiteRun:
-    """``python -m pytest conformance --impl ... ARGS`` from the repository root."""
+    """``python -m pytest conformance --impl ... ARGS`` from the repository root (or from
+    ``cwd``, with the suite given by its absolute path and the repository on PYTHONPATH).
+    A run past ``timeout`` seconds is killed and raises subprocess.TimeoutExpired."""
     with tempfile.TemporaryDirectory(prefix="lmckv-suite-") as tmp:
         results = Path(tmp) / "results.json"
         cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"]
         if not any(a == "conformance" or a.startswith("conformance/") for a in args):
-            cmd.append("conformance")
+            cmd.append("conformance" if cwd is None else str(REPO / "conformance"))
+        path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
         for impl in impls:
             cmd += ["--impl", impl]
         cmd += ["--results-json", str(results), *args]
         proc = subprocess.run(
             cmd,
-            cwd=REPO,
-            env={**os.environ, **(env or {})},
+            cwd=cwd or REPO,
+            env={**os.environ, "PYTHONPATH": path, **(env or {})},
             capture_output=True,
             text=True,
             timeout=timeout,
