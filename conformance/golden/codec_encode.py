@@ -72,6 +72,7 @@ def encode_matrix(cv: CodecVectors) -> None:
                 blob = cv.add_encode(spec)
                 if vid == "enc-per_page_head-f16-nhd-2x4x2x8":
                     cv.base_blobs["base"] = blob
+                    cv.base_ids["base"] = vid
     # EXTERNAL: caller scales, stored as given.
     lay = LAYOUTS["nhd-2x4x2x8"]
     for dt_name, dtype in DT.items():
@@ -94,6 +95,7 @@ def encode_matrix(cv: CodecVectors) -> None:
         )
         if dt_name == "f16":
             cv.base_blobs["external"] = blob
+            cv.base_ids["external"] = f"enc-external-scalar-{dt_name}-nhd-2x4x2x8"
         per_head = v.float().abs().amax(dim=(0, 1, 3)) / 448.0
         cv.add_encode(
             EncodeSpec(
@@ -368,6 +370,7 @@ def metadata(cv: CodecVectors) -> None:
         )
     )
     cv.base_blobs["hashes"] = cv.files.files["v1/codec/enc-hashes-all-set.bin"]
+    cv.base_ids["hashes"] = "enc-hashes-all-set"
     cv.add_encode(
         EncodeSpec(
             "enc-hashes-long-value",
