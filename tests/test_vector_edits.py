@@ -13,6 +13,7 @@ payload that runs past the buffer.
 from __future__ import annotations
 
 import re
+import struct
 from typing import Any
 
 import pytest
@@ -188,3 +189,62 @@ def test_rule_ids_in_alt_rules_are_distinct_from_the_rule() -> None:
     for vec in CODEC:
         for alt in vec.get("alt_rules", []):
             assert alt != vec["rule"] and re.fullmatch(r"[A-Z][A-Z0-9-]*", alt), vec["id"]
+
+
+# -- protocol: hand-packed client messages edited from a valid one ---------------------------
+
+CLIENT_FIELDS = (
+    "command",
+    "length",
+    "fmt",
+    "dtype",
+    "location",
+    "shape[0]",
+    "shape[1]",
+    "shape[2]",
+    "shape[3]",
+    "key",
+)
+PROTOCOL = vectors("protocol")
+PROTO_BY_ID = {v["id"]: v for v in PROTOCOL}
+PROTO_EDITED = [v for v in PROTOCOL if "parent" in v]
+
+
+def _msg(vec: dict[str, Any]) -> bytes:
+    return golden_file(vec["request"]["msg_file"])
+
+
+def test_hand_packed_client_reads_name_a_parent() -> None:
+    hand = [
+        v
+        for v in PROTOCOL
+        if v["result"] == "invalid"
+        and v["op"] == "proto.client.read"
+        and "hand-packed" in v["flags"]
+        and not v["id"].startswith("proto-typed-errors-")
+    ]
+    assert hand and all("parent" in v for v in hand)
+
+
+@pytest.mark.parametrize("vec", PROTO_EDITED, ids=lambda v: v["id"])
+def test_client_message_is_its_parent_but_the_named_fields(vec: dict[str, Any]) -> None:
+    """SPEC.md, "ClientMetaMessage": nine little-endian int32 then a 150-byte key."""
+    parent_vec = PROTO_BY_ID[vec["parent"]]
+    assert parent_vec["result"] == "valid"
+    parent, child, edit = _msg(parent_vec), _msg(vec), vec["edit"]
+    if "truncated_at" in edit:
+        assert child == parent[: edit["truncated_at"]]
+        assert vec["rule"] == "PROTO-EXACT-LENGTH"
+        return
+    if "appended" in edit:
+        assert child[: len(parent)] == parent and len(child) - len(parent) == edit["appended"]
+        assert vec["rule"] == "PROTO-EXACT-LENGTH"
+        return
+    assert len(child) == len(parent) == 186, "a field edit keeps the length"
+    if edit["fields"] == ["byte_order"]:
+        ints = struct.unpack("<9i", parent[:36])
+        assert child == struct.pack(">9i", *ints) + parent[36:]
+        return
+    old = dict(zip(CLIENT_FIELDS, struct.unpack("<9i150s", parent), strict=True))
+    new = dict(zip(CLIENT_FIELDS, struct.unpack("<9i150s", child), strict=True))
+    assert {k for k in CLIENT_FIELDS if old[k] != new[k]} == set(edit["fields"])

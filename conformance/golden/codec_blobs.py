@@ -177,7 +177,8 @@ def field_corruptions(cv: CodecVectors, base: bytes) -> None:
             "kv-scale-shape-count-3",
             "KV-SCALE-SHAPE",
             "scale_shape_n 3 on a 2-d scale shape: every later field shifts by 8 bytes. NOT "
-            "ISOLATED: the shifted lengths disagree too (KV-LEN); kv-scale-shape-3-dims breaks "
+            "ISOLATED: the shifted fields break other rules too (the reference finds the hash "
+            "section running past the buffer, KV-TRUNCATED); kv-scale-shape-3-dims breaks "
             "KV-SCALE-SHAPE alone",
             _set(scale_shape_n=3),
         ),
@@ -259,6 +260,7 @@ def field_corruptions(cv: CodecVectors, base: bytes) -> None:
             flags=flags,
             parent=parent,
             edit=desc,
+            alt_rules=None if isolated else ALT_FRAMING if framing else ["KV-LEN-SUM"],
         )
     payload_edits(cv, base)
 
@@ -357,8 +359,9 @@ def redundant_disagreements(cv: CodecVectors, base: bytes) -> None:
         ),
         (
             "kv-geometry-head-dim-3",
-            "KV-GEOMETRY",
-            "head_dim 3: 128 elements are not whole tokens of 2 x 3",
+            "KV-LEN",
+            "head_dim 3: 128 elements are not whole tokens of 2 x 3 (a KV-LEN check: 3 is a "
+            "valid head_dim by KV-GEOMETRY)",
             _set(head_dim=3),
         ),
         (
@@ -420,13 +423,15 @@ def redundant_disagreements(cv: CodecVectors, base: bytes) -> None:
     cv.add_blob(
         "kv-layout-big-endian",
         "KV-LAYOUT",
-        "the whole header written big-endian",
+        "the whole header written big-endian. Two rules apply: the version then reads "
+        "0x0100, so a reader may report KV-VERSION first",
         _edited(base, _set(big_endian=True)),
         result="invalid",
         error=CORRUPT,
         flags=["byte-order"],
         parent=cv.base_ids["base"],
         edit=edit_of(["big_endian"]),
+        alt_rules=["KV-VERSION"],
     )
     external = cv.base_blobs["external"]
     ext = bl.parse(external)
@@ -807,17 +812,17 @@ def empty_and_overflow(cv: CodecVectors) -> None:
     invalid: list[tuple[str, str, str, str, _Set]] = [
         (
             "kv-geometry-heads-times-dim-overflow-empty",
-            "KV-GEOMETRY",
+            "KV-LEN",
             "PER_TENSOR, no elements, kv_head_count 0x2400000000000002 x head_dim 8 exceeds "
-            "2^63 - 1",
+            "2^63 - 1 (a KV-LEN check: each field alone is valid by KV-GEOMETRY)",
             "kv-unset-per-tensor-empty",
             _set(kv_head_count=0x2400000000000002, head_dim=8),
         ),
         (
             "kv-scale-shape-partial-product-overflow",
-            "KV-SCALE-SHAPE",
+            "KV-LEN",
             "EXTERNAL scale_shape (2^62, 4, 0), no scales: the product of the non-zero "
-            "dimensions exceeds 2^63 - 1",
+            "dimensions exceeds 2^63 - 1 (a KV-LEN check: EXTERNAL allows any shape)",
             "kv-unset-external-no-scales",
             _set(scale_shape=[2**62, 4, 0]),
         ),
@@ -891,7 +896,6 @@ def unset_parents(cv: CodecVectors) -> None:
 def utf8_and_alias(cv: CodecVectors) -> None:
     """Hash values that are not well-formed UTF-8 in ways a lenient decoder accepts, and
     the legacy float16 id in scale_dtype."""
-    one_f32 = struct.pack("<f", 1.0)
     bad_utf8 = [
         (
             "kv-hashes-above-u10ffff",
