@@ -413,6 +413,18 @@ def redundant_disagreements(cv: CodecVectors, base: bytes) -> None:
         flags=["header-not-covered"],
     )
     cv.add_blob(
+        "kv-geometry-chunk-size-edited",
+        "KV-GEOMETRY",
+        "chunk_size rewritten to 4 while the blob holds 8 tokens: no rule ties chunk_size to "
+        "the payload (the last chunk of a sequence may hold fewer tokens than chunk_size), "
+        "and the CRC cannot see the edit, so the blob is valid (SPEC.md, 'Decisions')",
+        _edited(base, _set(chunk_size=4)),
+        result="valid",
+        flags=["header-not-covered"],
+        parent=cv.base_ids["base"],
+        edit=edit_of(["chunk_size"]),
+    )
+    cv.add_blob(
         "kv-dtype-alias-k-1",
         "KV-DTYPE-ALIAS",
         "k_dtype id 1, the legacy float16 id: read as float16",
