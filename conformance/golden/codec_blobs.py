@@ -13,6 +13,7 @@ import dataclasses
 import struct
 import zlib
 from collections.abc import Callable
+from typing import Any
 
 from conformance.core import blob_model as bl
 from conformance.core.digests import crc32c
@@ -26,6 +27,9 @@ from conformance.golden.codec_builder import (
 
 Edit = Callable[[bl.Header], None]
 
+#: What catches a blob whose hash count disagrees with the pairs present (a shifted frame).
+ALT_FRAMING = ["KV-CRC", "KV-LEN", "KV-LEN-SUM", "KV-TRAILING", "KV-TRUNCATED"]
+
 
 def _edited(base: bytes, edit: Edit, payload: bytes | None = None) -> bytes:
     parsed = bl.parse(base)
@@ -34,17 +38,54 @@ def _edited(base: bytes, edit: Edit, payload: bytes | None = None) -> bytes:
     return bl.pack(header, parsed.payload if payload is None else payload)
 
 
-def _set(**values: object) -> Edit:
-    def edit(h: bl.Header) -> None:
-        for name, value in values.items():
+class _Set:
+    """An edit that sets header fields; ``fields`` names them (the vector's ``edit``)."""
+
+    def __init__(self, **values: object) -> None:
+        self.values = values
+
+    def __call__(self, h: bl.Header) -> None:
+        for name, value in self.values.items():
             setattr(h, name, value)
 
-    return edit
+    @property
+    def fields(self) -> list[str]:
+        return sorted(self.values)
+
+
+def _set(**values: object) -> _Set:
+    return _Set(**values)
+
+
+def edit_of(
+    fields: list[str],
+    *,
+    crc: str = "kept",
+    payload: str = "kept",
+    framing: str | None = None,
+    isolated: bool = True,
+    note: str | None = None,
+) -> dict[str, Any]:
+    """A vector's ``edit`` (vectors.schema.json): the header fields changed (blob-model
+    names), what happened to the CRC field ("kept": same bytes as the parent's;
+    "recomputed": the CRC of the new payload; "changed": now wrong) and to the payload
+    ("kept", "changed"). ``framing`` "shifted": a count was changed without the items it
+    counts, so every later field moves (the rule is about that count). ``isolated``
+    False (with a ``note``): the rule cannot be broken alone, another rule also catches
+    the vector."""
+    out: dict[str, Any] = {"fields": sorted(fields), "crc": crc, "payload": payload}
+    if framing is not None:
+        out["framing"] = framing
+    if not isolated:
+        out["isolated"] = False
+        out["note"] = note
+    return out
 
 
 def field_corruptions(cv: CodecVectors, base: bytes) -> None:
-    """Every header field set to a value its rule forbids."""
-    cases: list[tuple[str, str, str, Edit]] = [
+    """Every header field set to a value its rule forbids, alone: the CRC stays right and
+    the lengths keep adding up unless the rule is about exactly that."""
+    cases: list[tuple[str, str, str, _Set]] = [
         (
             "kv-magic-lowercase",
             "KV-MAGIC",
@@ -135,62 +176,145 @@ def field_corruptions(cv: CodecVectors, base: bytes) -> None:
         (
             "kv-scale-shape-count-3",
             "KV-SCALE-SHAPE",
-            "scale_shape_n 3 on a 2-d scale shape: every later field shifts by 8 bytes",
+            "scale_shape_n 3 on a 2-d scale shape: every later field shifts by 8 bytes. NOT "
+            "ISOLATED: the shifted fields break other rules too (the reference finds the hash "
+            "section running past the buffer, KV-TRUNCATED); kv-scale-shape-3-dims breaks "
+            "KV-SCALE-SHAPE alone",
             _set(scale_shape_n=3),
         ),
         (
-            "kv-scale-shape-heads",
+            "kv-scale-shape-3-dims",
             "KV-SCALE-SHAPE",
-            "scale_shape (2, 3) with kv_head_count 2",
-            _set(scale_shape=[2, 3]),
+            "PER_PAGE_HEAD scale_shape (2, 2, 1): the same 4 scales, lengths and CRC right, "
+            "but the scope prescribes 2 dimensions",
+            _set(scale_shape=[2, 2, 1]),
         ),
         (
             "kv-scale-shape-negative",
             "KV-SCALE-SHAPE",
-            "scale_shape (-1, 2)",
-            _set(scale_shape=[-1, 2]),
+            "scale_shape (-2, -2): negative dimensions whose product, 4, still matches the 16 "
+            "scale bytes",
+            _set(scale_shape=[-2, -2]),
         ),
         (
-            "kv-len-k-odd",
+            "kv-len-k-negative",
             "KV-LEN",
-            "k_payload_len one more than the K bytes (odd for float16)",
-            _set(k_payload_len=257),
+            "k_payload_len -256, v_payload_len 640: the three lengths still add up to the 400 "
+            "payload bytes",
+            _set(k_payload_len=-256, v_payload_len=640),
         ),
-        ("kv-len-k-negative", "KV-LEN", "k_payload_len -256", _set(k_payload_len=-256)),
         (
             "kv-len-k-2-62",
             "KV-LEN",
-            "k_payload_len 2^62: a reader that allocates by it dies",
+            "k_payload_len 2^62: a reader that allocates by it dies. NOT ISOLATED: no length "
+            "past the buffer keeps the sum (KV-LEN-SUM also applies)",
             _set(k_payload_len=2**62),
         ),
         (
             "kv-len-k-int64-max",
             "KV-LEN",
-            "k_payload_len int64 max: offset arithmetic overflows",
+            "k_payload_len int64 max: offset arithmetic overflows. NOT ISOLATED: no length "
+            "past the buffer keeps the sum (KV-LEN-SUM also applies)",
             _set(k_payload_len=INT64_MAX),
         ),
-        ("kv-len-v-negative", "KV-LEN", "v_payload_len -1", _set(v_payload_len=-1)),
-        ("kv-len-v-2-62", "KV-LEN", "v_payload_len 2^62", _set(v_payload_len=2**62)),
-        ("kv-len-scale-negative", "KV-LEN", "scale_payload_len -16", _set(scale_payload_len=-16)),
         (
-            "kv-len-scale-zero",
+            "kv-len-v-negative",
             "KV-LEN",
-            "scale_payload_len 0 for a (2, 2) float32 scale shape",
-            _set(scale_payload_len=0),
+            "v_payload_len -128, k_payload_len 512: the lengths still add up to the payload",
+            _set(v_payload_len=-128, k_payload_len=512),
+        ),
+        (
+            "kv-len-v-2-62",
+            "KV-LEN",
+            "v_payload_len 2^62. NOT ISOLATED: no length past the buffer keeps the sum "
+            "(KV-LEN-SUM also applies)",
+            _set(v_payload_len=2**62),
+        ),
+        (
+            "kv-len-scale-negative",
+            "KV-LEN",
+            "scale_payload_len -16, v_payload_len 160: the lengths still add up to the payload",
+            _set(scale_payload_len=-16, v_payload_len=160),
         ),
     ]
+    parent = cv.base_ids["base"]
     for vid, rule, comment, edit in cases:
         flags = ["field-corrupt"]
         if "2-62" in vid or "int64-max" in vid:
             flags.append("allocation")
+        framing = "shifted" if "scale_shape_n" in edit.fields else None
+        isolated = "NOT ISOLATED" not in comment
+        desc = edit_of(
+            edit.fields,
+            framing=framing,
+            isolated=isolated,
+            note=None if isolated else comment.split("NOT ISOLATED: ")[1],
+        )
         cv.add_blob(
-            vid, rule, comment, _edited(base, edit), result="invalid", error=CORRUPT, flags=flags
+            vid,
+            rule,
+            comment,
+            _edited(base, edit),
+            result="invalid",
+            error=CORRUPT,
+            flags=flags,
+            parent=parent,
+            edit=desc,
+            alt_rules=None if isolated else ALT_FRAMING if framing else ["KV-LEN-SUM"],
+        )
+    payload_edits(cv, base)
+
+
+def payload_edits(cv: CodecVectors, base: bytes) -> None:
+    """Length and shape fields broken alone: the payload is resized to what the edited
+    lengths declare and the CRC recomputed, so only the vector's rule is broken."""
+    parsed = bl.parse(base)
+    h, payload = parsed.header, parsed.payload
+    k_len, v_len = h.k_payload_len, h.v_payload_len
+    ones = struct.pack("<2f", 1.0, 1.0)
+    cases: list[tuple[str, str, str, _Set, bytes]] = [
+        (
+            "kv-len-k-odd",
+            "KV-LEN",
+            "k_payload_len 257, odd for float16: one byte added at the end of K so that the "
+            "lengths add up and the CRC is right; K and V still hold 128 elements",
+            _set(k_payload_len=k_len + 1),
+            payload[:k_len] + b"\x00" + payload[k_len:],
+        ),
+        (
+            "kv-len-scale-zero",
+            "KV-LEN",
+            "scale_payload_len 0 for a (2, 2) float32 scale shape: the scale bytes removed, "
+            "so the lengths add up and the CRC is right",
+            _set(scale_payload_len=0),
+            payload[: k_len + v_len],
+        ),
+        (
+            "kv-scale-shape-heads",
+            "KV-SCALE-SHAPE",
+            "scale_shape (2, 3) with kv_head_count 2: two scales added so that "
+            "scale_payload_len (24) agrees with the shape and the CRC is right",
+            _set(scale_shape=[2, 3], scale_payload_len=h.scale_payload_len + 8),
+            payload + ones,
+        ),
+    ]
+    for vid, rule, comment, edit, new_payload in cases:
+        cv.add_blob(
+            vid,
+            rule,
+            comment,
+            _edited(base, edit, new_payload),
+            result="invalid",
+            error=CORRUPT,
+            flags=["field-corrupt"],
+            parent=cv.base_ids["base"],
+            edit=edit_of(edit.fields, crc="recomputed", payload="changed"),
         )
 
 
 def redundant_disagreements(cv: CodecVectors, base: bytes) -> None:
     """Fields that must agree, made to disagree with the payload extent and CRC intact."""
-    cases: list[tuple[str, str, str, Edit]] = [
+    cases: list[tuple[str, str, str, _Set]] = [
         (
             "kv-len-k-v-shifted",
             "KV-LEN",
@@ -235,8 +359,9 @@ def redundant_disagreements(cv: CodecVectors, base: bytes) -> None:
         ),
         (
             "kv-geometry-head-dim-3",
-            "KV-GEOMETRY",
-            "head_dim 3: 128 elements are not whole tokens of 2 x 3",
+            "KV-LEN",
+            "head_dim 3: 128 elements are not whole tokens of 2 x 3 (a KV-LEN check: 3 is a "
+            "valid head_dim by KV-GEOMETRY)",
             _set(head_dim=3),
         ),
         (
@@ -267,6 +392,8 @@ def redundant_disagreements(cv: CodecVectors, base: bytes) -> None:
             result="invalid",
             error=CORRUPT,
             flags=["redundant-disagree"],
+            parent=cv.base_ids["base"],
+            edit=edit_of(edit.fields),
         )
     cv.add_blob(
         "kv-k-dtype-flip-bfloat16",
@@ -286,6 +413,18 @@ def redundant_disagreements(cv: CodecVectors, base: bytes) -> None:
         flags=["header-not-covered"],
     )
     cv.add_blob(
+        "kv-geometry-chunk-size-edited",
+        "KV-GEOMETRY",
+        "chunk_size rewritten to 4 while the blob holds 8 tokens: no rule ties chunk_size to "
+        "the payload (the last chunk of a sequence may hold fewer tokens than chunk_size), "
+        "and the CRC cannot see the edit, so the blob is valid (SPEC.md, 'Decisions')",
+        _edited(base, _set(chunk_size=4)),
+        result="valid",
+        flags=["header-not-covered"],
+        parent=cv.base_ids["base"],
+        edit=edit_of(["chunk_size"]),
+    )
+    cv.add_blob(
         "kv-dtype-alias-k-1",
         "KV-DTYPE-ALIAS",
         "k_dtype id 1, the legacy float16 id: read as float16",
@@ -296,11 +435,15 @@ def redundant_disagreements(cv: CodecVectors, base: bytes) -> None:
     cv.add_blob(
         "kv-layout-big-endian",
         "KV-LAYOUT",
-        "the whole header written big-endian",
+        "the whole header written big-endian. Two rules apply: the version then reads "
+        "0x0100, so a reader may report KV-VERSION first",
         _edited(base, _set(big_endian=True)),
         result="invalid",
         error=CORRUPT,
         flags=["byte-order"],
+        parent=cv.base_ids["base"],
+        edit=edit_of(["big_endian"]),
+        alt_rules=["KV-VERSION"],
     )
     external = cv.base_blobs["external"]
     ext = bl.parse(external)
@@ -337,6 +480,12 @@ def hash_sections(cv: CodecVectors, base: bytes) -> None:
 
     def with_pairs(new: list[tuple[bytes, bytes]], count: int | None = None) -> bytes:
         return _edited(base, _set(hash_pairs=new, hash_count=count))
+
+    framing_note = (
+        "the count is not checked against anything but the bytes that follow: a wrong "
+        "count shifts the CRC and the payload, so the blob is caught by KV-TRUNCATED, "
+        "KV-LEN-SUM, KV-TRAILING or KV-CRC, never by a hash rule alone"
+    )
 
     valid = [
         ("kv-hashes-none", "no hash pairs at all (count 0): every hash reads empty", []),
@@ -387,9 +536,22 @@ def hash_sections(cv: CodecVectors, base: bytes) -> None:
         ),
         ("kv-hashes-duplicate-key", "model_id twice", with_pairs([*pairs, (first[0], b"other")])),
     ]
+    parent = cv.base_ids["hashes"]
     for vid, comment, blob in invalid:
+        counted = vid.startswith("kv-hashes-count-")
         cv.add_blob(
-            vid, "KV-HASHES", comment, blob, result="invalid", error=CORRUPT, flags=["hash-section"]
+            vid,
+            "KV-HASHES",
+            comment + (". NOT ISOLATED: " + framing_note if counted else ""),
+            blob,
+            result="invalid",
+            error=CORRUPT,
+            flags=["hash-section"],
+            parent=parent,
+            edit=edit_of(["hash_count"], framing="shifted", isolated=False, note=framing_note)
+            if counted
+            else edit_of(["hash_pairs"]),
+            alt_rules=ALT_FRAMING if counted else None,
         )
     parsed = bl.parse(base)
     raw = bytearray(base)
@@ -398,11 +560,16 @@ def hash_sections(cv: CodecVectors, base: bytes) -> None:
     cv.add_blob(
         "kv-hashes-key-len-ffff",
         "KV-HASHES",
-        "first key length 0xffff: runs past the end of the buffer",
+        "first key length 0xffff: runs past the end of the buffer. Two rules apply: a reader "
+        "cannot tell a string length that is too large (KV-HASHES) from a buffer cut inside "
+        "the string (KV-TRUNCATED)",
         bytes(raw),
         result="invalid",
         error=CORRUPT,
         flags=["hash-section", "allocation"],
+        parent=parent,
+        edit=edit_of(["hash_pairs"], framing="shifted"),
+        alt_rules=["KV-TRUNCATED"],
     )
 
 
@@ -460,8 +627,17 @@ def crc_variants(cv: CodecVectors, base: bytes) -> None:
         ),
     ]
     for vid, comment, blob, extra in cases:
+        flipped = vid in ("kv-crc-k-byte", "kv-crc-v-byte", "kv-crc-scale-byte")
         cv.add_blob(
-            vid, "KV-CRC", comment, blob, result="invalid", error=CORRUPT, flags=["crc", *extra]
+            vid,
+            "KV-CRC",
+            comment,
+            blob,
+            result="invalid",
+            error=CORRUPT,
+            flags=["crc", *extra],
+            parent=cv.base_ids["base"],
+            edit=edit_of([], payload="changed") if flipped else edit_of(["crc"], crc="changed"),
         )
 
 
@@ -484,6 +660,8 @@ def truncations(cv: CodecVectors, base: bytes) -> None:
             result="invalid",
             error=CORRUPT,
             flags=["truncated"],
+            parent=cv.base_ids["base"],
+            edit={"truncated_at": cut},
         )
     head = parsed.header_len
     payload_cuts = {
@@ -500,6 +678,8 @@ def truncations(cv: CodecVectors, base: bytes) -> None:
             result="invalid",
             error=CORRUPT,
             flags=["truncated"],
+            parent=cv.base_ids["base"],
+            edit={"truncated_at": cut},
         )
 
 
@@ -520,6 +700,8 @@ def trailing(cv: CodecVectors, base: bytes) -> None:
             result="invalid",
             error=CORRUPT,
             flags=["trailing"],
+            parent=cv.base_ids["base"],
+            edit={"appended": len(blob) - len(base)},
         )
         cv.add_blob(
             f"kv-trailing-{name}-allowed",
@@ -539,6 +721,7 @@ def hash_gate(cv: CodecVectors, blob: bytes) -> None:
     path = cv.files.add("v1/codec/kv-hash-gate.bin", blob)
 
     def gate(vid: str, comment: str, expected: dict[str, str], error: str | None) -> None:
+        changed = sorted(k for k in {*stored, *expected} if expected.get(k) != stored.get(k))
         cv.add_blob(
             vid,
             "KV-HASH-GATE",
@@ -549,6 +732,8 @@ def hash_gate(cv: CodecVectors, blob: bytes) -> None:
             flags=["hash-gate"],
             parse_args={f"expect_{k}": v for k, v in expected.items()},
             blob_path=path,
+            parent="kv-hash-gate-all-equal" if error else None,
+            edit={"parse": [f"expected_hashes.{k}" for k in changed]} if error else None,
         )
 
     gate("kv-hash-gate-all-equal", "expected hashes equal the stored ones", stored, None)
@@ -614,6 +799,7 @@ def empty_and_overflow(cv: CodecVectors) -> None:
     whose products or sum exceed 2^63 - 1: exact arithmetic rejects them, a 64-bit reader
     that does not check for overflow wraps and accepts them, or divides by zero."""
     one_f32 = struct.pack("<f", 1.0)
+    unset_parents(cv)
     cv.add_blob(
         "kv-logical-shape-zero-tokens-page-size",
         "KV-LOGICAL-SHAPE",
@@ -635,71 +821,93 @@ def empty_and_overflow(cv: CodecVectors) -> None:
         result="valid",
         flags=["empty", "logical-shape"],
     )
-    invalid: list[tuple[str, str, str, bytes]] = [
+    invalid: list[tuple[str, str, str, str, _Set]] = [
         (
             "kv-geometry-heads-times-dim-overflow-empty",
-            "KV-GEOMETRY",
+            "KV-LEN",
             "PER_TENSOR, no elements, kv_head_count 0x2400000000000002 x head_dim 8 exceeds "
-            "2^63 - 1",
-            _unset_blob(
-                _set(kv_head_count=0x2400000000000002, head_dim=8, scale_payload_len=4), one_f32
-            ),
+            "2^63 - 1 (a KV-LEN check: each field alone is valid by KV-GEOMETRY)",
+            "kv-unset-per-tensor-empty",
+            _set(kv_head_count=0x2400000000000002, head_dim=8),
         ),
         (
             "kv-scale-shape-partial-product-overflow",
-            "KV-SCALE-SHAPE",
+            "KV-LEN",
             "EXTERNAL scale_shape (2^62, 4, 0), no scales: the product of the non-zero "
-            "dimensions exceeds 2^63 - 1",
-            _unset_blob(_set(scale_scope=3, scale_shape=[2**62, 4, 0]), b""),
+            "dimensions exceeds 2^63 - 1 (a KV-LEN check: EXTERNAL allows any shape)",
+            "kv-unset-external-no-scales",
+            _set(scale_shape=[2**62, 4, 0]),
         ),
         (
             "kv-len-scale-product-wraps",
             "KV-LEN",
             "EXTERNAL scale_shape (2^32, 2^32) with scale_payload_len 0: the product wraps "
             "to 0 in 64 bits",
-            _unset_blob(_set(scale_scope=3, scale_shape=[2**32, 2**32]), b""),
+            "kv-unset-external-no-scales",
+            _set(scale_shape=[2**32, 2**32]),
         ),
         (
             "kv-len-heads-times-dim-wraps",
             "KV-LEN",
             "kv_head_count = head_dim = 2^32 with 8 elements: the product wraps to 0 in 64 "
             "bits (a naive 'elements % 0')",
-            _unset_blob(
-                _set(
-                    kv_head_count=2**32,
-                    head_dim=2**32,
-                    k_payload_len=16,
-                    v_payload_len=8,
-                    scale_payload_len=4,
-                ),
-                bytes(24) + one_f32,
-            ),
+            "kv-unset-per-tensor-8-elements",
+            _set(kv_head_count=2**32, head_dim=2**32),
         ),
         (
             "kv-len-sum-overflows",
             "KV-LEN-SUM",
-            "consistent lengths 2^63 - 2, 2^62 - 1 and 4 whose sum exceeds 2^63 - 1; no "
-            "payload follows",
+            "consistent lengths 2^63 - 2, 2^62 - 1 and 4 whose sum exceeds 2^63 - 1; only "
+            "the 4 scale bytes follow",
+            "kv-unset-per-tensor-empty",
+            _set(k_payload_len=INT64_MAX - 1, v_payload_len=2**62 - 1),
+        ),
+    ]
+    for vid, rule, comment, parent, edit in invalid:
+        cv.add_blob(
+            vid,
+            rule,
+            comment,
+            _edited(cv.unset_parents[parent], edit),
+            result="invalid",
+            error=CORRUPT,
+            flags=["int64-overflow"],
+            parent=parent,
+            edit=edit_of(edit.fields),
+        )
+
+
+def unset_parents(cv: CodecVectors) -> None:
+    """Valid blobs built from scratch (every field unset, six empty hash strings): the
+    parents of the overflow and UTF-8 vectors."""
+    one_f32 = struct.pack("<f", 1.0)
+    cases = [
+        (
+            "kv-unset-per-tensor-empty",
+            "PER_TENSOR, no elements, one float32 scale 1.0",
+            _unset_blob(_set(scale_payload_len=4), one_f32),
+        ),
+        (
+            "kv-unset-external-no-scales",
+            "EXTERNAL, no elements, no scales stored (scale_shape (0,))",
+            _unset_blob(_set(scale_scope=3, scale_shape=[0]), b""),
+        ),
+        (
+            "kv-unset-per-tensor-8-elements",
+            "PER_TENSOR, 8 zero elements of K and V, one float32 scale 1.0",
             _unset_blob(
-                _set(
-                    k_payload_len=INT64_MAX - 1,
-                    v_payload_len=2**62 - 1,
-                    scale_payload_len=4,
-                ),
-                b"",
+                _set(k_payload_len=16, v_payload_len=8, scale_payload_len=4), bytes(24) + one_f32
             ),
         ),
     ]
-    for vid, rule, comment, blob in invalid:
-        cv.add_blob(
-            vid, rule, comment, blob, result="invalid", error=CORRUPT, flags=["int64-overflow"]
-        )
+    for vid, comment, blob in cases:
+        cv.add_blob(vid, "KV-LAYOUT", comment, blob, result="valid", flags=["empty"], decode=False)
+        cv.unset_parents[vid] = blob
 
 
 def utf8_and_alias(cv: CodecVectors) -> None:
     """Hash values that are not well-formed UTF-8 in ways a lenient decoder accepts, and
     the legacy float16 id in scale_dtype."""
-    one_f32 = struct.pack("<f", 1.0)
     bad_utf8 = [
         (
             "kv-hashes-above-u10ffff",
@@ -712,16 +920,20 @@ def utf8_and_alias(cv: CodecVectors) -> None:
             b"\xe2\x82",
         ),
     ]
+    parent = "kv-unset-per-tensor-empty"
     for vid, comment, value in bad_utf8:
         pairs = [(b"model_id", value), *_EMPTY_HASHES[1:]]
+        edit = _set(hash_pairs=pairs)
         cv.add_blob(
             vid,
             "KV-HASHES",
             comment,
-            _unset_blob(_set(hash_pairs=pairs, scale_payload_len=4), one_f32),
+            _edited(cv.unset_parents[parent], edit),
             result="invalid",
             error=CORRUPT,
             flags=["hash-section"],
+            parent=parent,
+            edit=edit_of(edit.fields),
         )
     cv.add_blob(
         "kv-dtype-alias-scale-1",

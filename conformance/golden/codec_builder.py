@@ -173,6 +173,10 @@ class CodecVectors:
         self.driver = reference_driver()
         self.vectors: list[dict[str, Any]] = []
         self.base_blobs: dict[str, bytes] = {}
+        #: The vector id of each base blob: the parent named by vectors edited from it.
+        self.base_ids: dict[str, str] = {}
+        #: Valid blobs built from scratch, by vector id (codec_blobs.unset_parents).
+        self.unset_parents: dict[str, bytes] = {}
         self.encode_vectors: dict[str, dict[str, Any]] = {}
 
     # -- running the reference ------------------------------------------------------------
@@ -226,8 +230,19 @@ class CodecVectors:
         decode: bool | None = None,
         out_dtype: str = "float16",
         blob_path: str | None = None,
+        parent: str | None = None,
+        edit: dict[str, Any] | None = None,
+        alt_rules: list[str] | None = None,
     ) -> dict[str, Any]:
-        """One vector over ``blob``; checks that the reference agrees with ``result``."""
+        """One vector over ``blob``; checks that the reference agrees with ``result``.
+
+        ``parent`` names the valid vector ``blob`` was edited from and ``edit`` describes the
+        edit (vectors.schema.json, "edit"); every invalid blob vector has both, and
+        tests/test_vector_edits.py checks the description against the bytes. ``alt_rules``:
+        other rules a reader may name for the error, when the comment explains why more
+        than one rule genuinely applies (rare)."""
+        if result == "invalid" and (parent is None or edit is None):
+            raise GenerationError(f"{vid}: an invalid vector needs a parent and an edit")
         parse_args = parse_args or {}
         got = self._parse(blob, parse_args)
         if result == "valid" and not got["ok"]:
@@ -245,6 +260,11 @@ class CodecVectors:
             "blob_sha256": sha256(blob),
             "parse": parse_args_to_json(parse_args),
         }
+        if parent is not None:
+            vec["parent"] = parent
+            vec["edit"] = edit
+        if alt_rules:
+            vec["alt_rules"] = sorted(alt_rules)
         if got["ok"]:
             header = {k: v for k, v in got.items() if k != "ok"}
             vec["expected"] = {"header": header}
@@ -325,7 +345,8 @@ class CodecVectors:
     ) -> None:
         """An encode request the writer must refuse: ``base_id``'s inputs with ``changes``.
         ``vid`` starts with the rule it breaks."""
-        encode_in = {**self.encode_vectors[base_id]["encode"], **changes}
+        base_in = self.encode_vectors[base_id]["encode"]
+        encode_in = {**base_in, **changes}
         request = {k: v for k, v in encode_in.items() if not k.endswith("_file")}
         request["k"] = self.files.files[encode_in["k_file"]]
         request["v"] = self.files.files[encode_in["v_file"]]
@@ -346,6 +367,12 @@ class CodecVectors:
                 "comment": comment,
                 "flags": ["encode-refused"],
                 "result": "invalid",
+                "parent": base_id,
+                "edit": {
+                    "encode": sorted(
+                        k for k in {*base_in, *encode_in} if base_in.get(k) != encode_in.get(k)
+                    )
+                },
                 "encode": encode_in,
                 "expected": {"error": error},
             }

@@ -72,6 +72,7 @@ def encode_matrix(cv: CodecVectors) -> None:
                 blob = cv.add_encode(spec)
                 if vid == "enc-per_page_head-f16-nhd-2x4x2x8":
                     cv.base_blobs["base"] = blob
+                    cv.base_ids["base"] = vid
     # EXTERNAL: caller scales, stored as given.
     lay = LAYOUTS["nhd-2x4x2x8"]
     for dt_name, dtype in DT.items():
@@ -94,6 +95,7 @@ def encode_matrix(cv: CodecVectors) -> None:
         )
         if dt_name == "f16":
             cv.base_blobs["external"] = blob
+            cv.base_ids["external"] = f"enc-external-scalar-{dt_name}-nhd-2x4x2x8"
         per_head = v.float().abs().amax(dim=(0, 1, 3)) / 448.0
         cv.add_encode(
             EncodeSpec(
@@ -368,6 +370,7 @@ def metadata(cv: CodecVectors) -> None:
         )
     )
     cv.base_blobs["hashes"] = cv.files.files["v1/codec/enc-hashes-all-set.bin"]
+    cv.base_ids["hashes"] = "enc-hashes-all-set"
     cv.add_encode(
         EncodeSpec(
             "enc-hashes-long-value",
@@ -444,6 +447,29 @@ def metadata(cv: CodecVectors) -> None:
     )
 
 
+def axis_extents(cv: CodecVectors) -> None:
+    """PER_PAGE_HEAD with the head axis before the page axis and different extents (2 heads,
+    3 pages): the (pages, heads) scales must be paired with their groups however V's axes
+    are ordered. Upstream 0.5.6 views the scales in V's axis order and, with unequal
+    extents, crashes in encode (SPEC "Differences", item 6); the 2x2 layout of the matrix
+    only showed the silent mispairing."""
+    lay = Layout("hptd-2x3x4x8", [2, 3, 4, 8], 0, 1, "HPTD", ["foreign-layout"])
+    k, v = _kv(4242, F16, lay.shape)
+    cv.add_encode(
+        EncodeSpec(
+            "enc-per_page_head-f16-hptd-2x3x4x8",
+            "Q-SCALE",
+            "per_page_head scales, float16 K/V of shape [2, 3, 4, 8] (heads, pages, tokens, "
+            "dim): head_axis 0 before page_axis 1, 2 heads but 3 pages",
+            lay,
+            F16,
+            PER_PAGE_HEAD,
+            k,
+            v,
+        )
+    )
+
+
 def refusals(cv: CodecVectors) -> None:
     """Encode requests a writer must refuse rather than write a blob readers reject."""
     base = "enc-per_page_head-f16-nhd-2x4x2x8"
@@ -502,6 +528,16 @@ def refusals(cv: CodecVectors) -> None:
     for name, rule, comment, changes in cases:
         cv.add_refusal(f"{rule.lower()}-encode-{name}", rule, comment, base, changes)
     cv.add_refusal(
+        "kv-encode-refuse-scale-shape-9-dims",
+        "KV-ENCODE-REFUSE",
+        "PER_TENSOR static scale 1.0 given with shape (1,) x 9: the blob would declare "
+        "scale_shape_n 9 (and a scale shape PER_TENSOR does not allow), which readers "
+        "reject (KV-SCALE-SHAPE-N); upstream writes it and its own reader refuses it",
+        "enc-per_tensor-f16-nhd-2x4x2x8",
+        {},
+        v_scales=torch.ones([1] * 9, dtype=torch.float32),
+    )
+    cv.add_refusal(
         "kv-encode-refuse-static-scales-shape",
         "KV-ENCODE-REFUSE",
         "PER_LAYER_HEAD static scales of shape (3,) for 2 heads",
@@ -514,6 +550,7 @@ def refusals(cv: CodecVectors) -> None:
 def build(cv: CodecVectors) -> None:
     """All encode vectors, in a fixed order."""
     encode_matrix(cv)
+    axis_extents(cv)
     special_values(cv)
     metadata(cv)
     refusals(cv)

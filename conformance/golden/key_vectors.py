@@ -167,7 +167,8 @@ def cache_keys(vectors: OpVectors) -> None:
         (
             "trailing-space",
             "KEY-CACHE-INT",
-            "layer '3 ' (readers strip nothing)",
+            "layer '3 ' (readers strip nothing). Two rules apply: the field is the layer, so "
+            "a reader may name KEY-CACHE-LAYER",
             "m@1@0@ab@half@3 ",
             ["lenient-parse"],
         ),
@@ -182,6 +183,7 @@ def cache_keys(vectors: OpVectors) -> None:
             result="invalid",
             error=PROTOCOL,
             flags=flags,
+            alt_rules=["KEY-CACHE-LAYER"] if name == "trailing-space" else None,
         )
     bad_writes = [
         ("model-at", "KEY-CACHE-MODEL", "model name 'a@b'", ckey(model_name="a@b")),

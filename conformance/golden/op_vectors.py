@@ -56,6 +56,9 @@ class OpVectors:
         result: str = "valid",
         flags: list[str] | None = None,
         error: str | None = None,
+        parent: str | None = None,
+        edit: dict[str, Any] | None = None,
+        alt_rules: list[str] | None = None,
     ) -> dict[str, Any]:
         """One vector; ``error`` is the expected family for invalid ones. Returns the
         reference's result. An invalid vector's id starts with the rule it breaks."""
@@ -75,6 +78,11 @@ class OpVectors:
             "op": op,
             "request": self._store(vid, "", request),
         }
+        if parent is not None:
+            vec["parent"] = parent
+            vec["edit"] = edit
+        if alt_rules:
+            vec["alt_rules"] = sorted(alt_rules)
         if got["ok"]:
             fields = {k: v for k, v in got.items() if k != "ok"}
             vec["expected"] = {"fields": self._store(vid, ".out", fields)}

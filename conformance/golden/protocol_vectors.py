@@ -93,6 +93,38 @@ def server_bytes(
     return struct.pack("<9i", code, length, fmt, dtype, *shape, location)
 
 
+#: ClientMetaMessage fields in wire order (SPEC.md, "ClientMetaMessage").
+CLIENT_FIELDS = (
+    "command",
+    "length",
+    "fmt",
+    "dtype",
+    "location",
+    "shape[0]",
+    "shape[1]",
+    "shape[2]",
+    "shape[3]",
+    "key",
+)
+
+
+def client_fields(msg: bytes, order: str = "<") -> dict[str, object]:
+    """A 186-byte ClientMetaMessage split into its fields."""
+    return dict(zip(CLIENT_FIELDS, struct.unpack(f"{order}9i150s", msg), strict=True))
+
+
+def client_edit(parent: bytes, child: bytes) -> dict[str, Any]:
+    """The ``edit`` of a hand-packed client message made from ``parent``."""
+    if len(child) < len(parent) and parent.startswith(child):
+        return {"truncated_at": len(child)}
+    if len(child) > len(parent) and child.startswith(parent):
+        return {"appended": len(child) - len(parent)}
+    if child == struct.pack(">9i", *struct.unpack("<9i", parent[:36])) + parent[36:]:
+        return {"fields": ["byte_order"]}
+    old, new = client_fields(parent), client_fields(child)
+    return {"fields": [name for name in CLIENT_FIELDS if old[name] != new[name]]}
+
+
 def _pad(key: str) -> bytes:
     return key.encode().ljust(150, b" ")
 
@@ -372,11 +404,21 @@ def client_read_only(ov: OpVectors) -> None:
         (
             "big-endian",
             "PROTO-BYTE-ORDER",
-            "all integers big-endian",
+            "all integers big-endian. Two rules apply: read little-endian, fmt 1 becomes "
+            "0x01000000, so a reader may report PROTO-FMT-ID (or another id rule) first",
             client_bytes(2, 64, 1, 2, 1, [2, 4, 0, 0], key, ">"),
             ["byte-order"],
         ),
     ]
+    parent = "proto-client-read-parent"
+    ov.add(
+        parent,
+        "PROTO-CLIENT-LAYOUT",
+        "the valid message the hand-packed invalid ones below are edited from",
+        "proto.client.read",
+        {"msg": good},
+        flags=["hand-packed"],
+    )
     for name, rule, comment, msg, flags in bad:
         ov.add(
             f"proto-client-read-{name}",
@@ -387,6 +429,9 @@ def client_read_only(ov: OpVectors) -> None:
             result="invalid",
             error=PROTOCOL,
             flags=["hand-packed", *flags],
+            parent=parent,
+            edit=client_edit(good, msg),
+            alt_rules=["PROTO-FMT-ID", "PROTO-COMMAND-ID"] if name == "big-endian" else None,
         )
     for name, op, msg in [
         ("client-ff", "proto.client.read", b"\xff" * 186),
@@ -397,12 +442,23 @@ def client_read_only(ov: OpVectors) -> None:
             f"proto-typed-errors-{name}",
             "PROTO-TYPED-ERRORS",
             f"{len(msg)} bytes of 0x{msg[0]:02x}: every field invalid at once, still a "
-            "ProtocolError",
+            "ProtocolError. Every field rule applies; the vector is about the error being "
+            "typed, so a reader may name any of them",
             op,
             {"msg": msg},
             result="invalid",
             error=PROTOCOL,
             flags=["hand-packed"],
+            alt_rules=[
+                "PROTO-COMMAND-ID",
+                "PROTO-CODE-ID",
+                "PROTO-LENGTH-NONNEG",
+                "PROTO-FMT-ID",
+                "PROTO-DTYPE-ID",
+                "PROTO-LOCATION-ID",
+                "PROTO-SHAPE-DIMS",
+                "PROTO-KEY-FIELD",
+            ],
         )
 
 

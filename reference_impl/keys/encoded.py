@@ -36,7 +36,8 @@ class EncodedObjectKey:
         """The ObjectKey; bad hex or a broken ObjectKey invariant raises KeyFormatError."""
         if not isinstance(self.chunk_hash_hex, str):
             raise MalformedObjectKeyStringError(
-                f"chunk_hash_hex must be a str, got {self.chunk_hash_hex!r}"
+                f"chunk_hash_hex must be a str, got {self.chunk_hash_hex!r}",
+                rule="KEY-ENCODED-FIELDS",
             )
         return ObjectKey(
             chunk_hash=read_chunk_hash(self.chunk_hash_hex, "EncodedObjectKey.chunk_hash_hex"),
@@ -56,19 +57,25 @@ class EncodedObjectKey:
         (defaults 0 and ""), no other key, and each value of its JSON type."""
         if not isinstance(obj, Mapping):
             raise MalformedObjectKeyStringError(
-                f"EncodedObjectKey must be a JSON object, got {type(obj).__name__}"
+                f"EncodedObjectKey must be a JSON object, got {type(obj).__name__}",
+                rule="KEY-ENCODED-FIELDS",
             )
         unknown = sorted(str(name) for name in obj if name not in _FIELD_TYPES)
         if unknown:
-            raise MalformedObjectKeyStringError(f"unknown EncodedObjectKey fields {unknown}")
+            raise MalformedObjectKeyStringError(
+                f"unknown EncodedObjectKey fields {unknown}", rule="KEY-ENCODED-FIELDS"
+            )
         missing = [name for name in _REQUIRED_FIELDS if name not in obj]
         if missing:
-            raise MalformedObjectKeyStringError(f"EncodedObjectKey lacks fields {missing}")
+            raise MalformedObjectKeyStringError(
+                f"EncodedObjectKey lacks fields {missing}", rule="KEY-ENCODED-FIELDS"
+            )
         values = {**_OPTIONAL_FIELDS, **obj}
         for name, kind in _FIELD_TYPES.items():
             value = values[name]
             if isinstance(value, bool) or not isinstance(value, kind):
                 raise MalformedObjectKeyStringError(
-                    f"EncodedObjectKey.{name} must be {kind.__name__}, got {value!r}"
+                    f"EncodedObjectKey.{name} must be {kind.__name__}, got {value!r}",
+                    rule="KEY-ENCODED-FIELDS",
                 )
         return EncodedObjectKey(**values)

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 
 class KeyFormatError(ValueError):
-    """Base class of every object-key error (SPEC "Object keys")."""
+    """Base class of every object-key error (SPEC "Object keys").
+
+    ``rule`` is the id of the SPEC.md rule the raise site enforces (``KV-LEN``,
+    ``PROTO-DTYPE-ID``, ...), or None where no single rule applies.
+    """
+
+    def __init__(self, *args: object, rule: str | None = None) -> None:
+        super().__init__(*args)
+        self.rule = rule
 
 
 class ObjectKeyInvariantError(KeyFormatError):

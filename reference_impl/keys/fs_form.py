@@ -33,7 +33,8 @@ def _escape_model(model_name: str) -> str:
     if escaped.replace(SLASH_ESCAPE, "/") != model_name:
         raise UnrepresentableObjectKeyError(
             f"model_name {model_name!r} has no unambiguous FS filename: its '/' -> "
-            f"'{SLASH_ESCAPE}' escape would read back as another model"
+            f"'{SLASH_ESCAPE}' escape would read back as another model",
+            rule="KEY-FS-SEP-ALIAS",
         )
     return escaped
 
@@ -48,7 +49,7 @@ def object_key_to_filename(key: ObjectKey) -> str:
     size = len(name.encode("utf-8"))  # model and salt are Unicode text (KEY-TEXT-UNICODE)
     if size > NAME_MAX_BYTES:
         raise UnrepresentableObjectKeyError(
-            f"filename is {size} bytes; NAME_MAX is {NAME_MAX_BYTES}"
+            f"filename is {size} bytes; NAME_MAX is {NAME_MAX_BYTES}", rule="KEY-FS-NAME-MAX"
         )
     return name
 
@@ -57,17 +58,25 @@ def parse_object_key_filename(filename: str) -> ObjectKey:
     """Read a filename written by :func:`object_key_to_filename`; every deviation from the
     canonical form raises a :class:`KeyFormatError` subclass."""
     if not isinstance(filename, str):
-        raise MalformedObjectKeyStringError(f"filename must be a str, got {filename!r}")
+        raise MalformedObjectKeyStringError(
+            f"filename must be a str, got {filename!r}", rule="KEY-FS-FORM"
+        )
     if not filename.endswith(FILE_EXT):
-        raise MalformedObjectKeyStringError(f"filename {filename!r} lacks {FILE_EXT!r}")
+        raise MalformedObjectKeyStringError(
+            f"filename {filename!r} lacks {FILE_EXT!r}", rule="KEY-FS-FORM"
+        )
     where = f"filename {filename!r}"
     (safe_model, rank_text, group_text, hash_text), salt = split_fields(
         filename[: -len(FILE_EXT)], where
     )
     if "/" in safe_model:
-        raise MalformedObjectKeyStringError(f"raw '/' in the model field of {where}")
+        raise MalformedObjectKeyStringError(
+            f"raw '/' in the model field of {where}", rule="KEY-FS-FORM"
+        )
     if not rank_text.startswith(KV_RANK_PREFIX):
-        raise MalformedObjectKeyStringError(f"kv_rank lacks '{KV_RANK_PREFIX}' in {where}")
+        raise MalformedObjectKeyStringError(
+            f"kv_rank lacks '{KV_RANK_PREFIX}' in {where}", rule="KEY-FS-FORM"
+        )
     return ObjectKey(
         chunk_hash=read_chunk_hash(hash_text, where),
         model_name=safe_model.replace(SLASH_ESCAPE, "/"),

@@ -30,16 +30,25 @@ def _kv_ranks(ipc_key: IPCCacheServerKeyLike) -> list[int]:
     """KEY-IPC-WORKER: world_size in 1..255; worker_id None or in 0..world_size-1."""
     world_size, worker_id = ipc_key.world_size, ipc_key.worker_id
     if isinstance(world_size, bool) or not isinstance(world_size, int):
-        raise DescriptorError(f"IPC key world_size must be an int, got {world_size!r}")
+        raise DescriptorError(
+            f"IPC key world_size must be an int, got {world_size!r}", rule="KEY-IPC-WORKER"
+        )
     if not 1 <= world_size <= KV_RANK_FIELD_MAX:
         # Checked before the fan-out list is built: its size must never come from the key.
-        raise DescriptorError(f"IPC key world_size {world_size} is outside 1..{KV_RANK_FIELD_MAX}")
+        raise DescriptorError(
+            f"IPC key world_size {world_size} is outside 1..{KV_RANK_FIELD_MAX}",
+            rule="KEY-IPC-WORKER",
+        )
     if worker_id is None:
         workers = list(range(world_size))
     elif isinstance(worker_id, bool) or not isinstance(worker_id, int):
-        raise DescriptorError(f"IPC key worker_id must be an int or None, got {worker_id!r}")
+        raise DescriptorError(
+            f"IPC key worker_id must be an int or None, got {worker_id!r}", rule="KEY-IPC-WORKER"
+        )
     elif not 0 <= worker_id < world_size:
-        raise DescriptorError(f"IPC key worker_id {worker_id} is outside 0..{world_size - 1}")
+        raise DescriptorError(
+            f"IPC key worker_id {worker_id} is outside 0..{world_size - 1}", rule="KEY-IPC-WORKER"
+        )
     else:
         workers = [worker_id]
     return [compute_kv_rank(world_size, w, world_size, w) for w in workers]

@@ -13,9 +13,11 @@ KV_RANK_MAX = 0xFFFF_FFFF
 
 def _field(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise KVRankFieldError(f"{name} must be an int, got {value!r}")
+        raise KVRankFieldError(f"{name} must be an int, got {value!r}", rule="KEY-CACHE-INT")
     if not 0 <= value <= KV_RANK_FIELD_MAX:
-        raise KVRankFieldError(f"{name}={value} is outside 0..255 (one byte of kv_rank)")
+        raise KVRankFieldError(
+            f"{name}={value} is outside 0..255 (one byte of kv_rank)", rule="KEY-KVRANK-RANGE"
+        )
     return value
 
 

@@ -22,5 +22,6 @@ class MemoryLayoutDesc:
         if len(self.shapes) != len(self.dtypes):
             raise DescriptorError(
                 "MemoryLayoutDesc: shapes and dtype must have the same length "
-                f"({len(self.shapes)} != {len(self.dtypes)})"
+                f"({len(self.shapes)} != {len(self.dtypes)})",
+                rule="KEY-LAYOUT-LENGTHS",
             )

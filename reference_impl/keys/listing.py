@@ -17,9 +17,13 @@ class KeyEntry:
 
     def __post_init__(self) -> None:
         if isinstance(self.size_bytes, bool) or not isinstance(self.size_bytes, int):
-            raise DescriptorError(f"size_bytes must be an int, got {self.size_bytes!r}")
+            raise DescriptorError(
+                f"size_bytes must be an int, got {self.size_bytes!r}", rule="KEY-LAYOUT-LENGTHS"
+            )
         if self.size_bytes < 0:
-            raise DescriptorError(f"size_bytes must be >= 0, got {self.size_bytes}")
+            raise DescriptorError(
+                f"size_bytes must be >= 0, got {self.size_bytes}", rule="KEY-LAYOUT-LENGTHS"
+            )
 
 
 @dataclass(frozen=True)

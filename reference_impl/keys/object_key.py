@@ -28,7 +28,7 @@ GROUP_ID_MAX = 2**63 - 1
 
 def _require_int(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ObjectKeyInvariantError(f"{name} must be an int, got {value!r}")
+        raise ObjectKeyInvariantError(f"{name} must be an int, got {value!r}", rule="KEY-CACHE-INT")
     return value
 
 
@@ -45,28 +45,38 @@ class ObjectKey:
     def __post_init__(self) -> None:
         if not isinstance(self.chunk_hash, bytes):
             raise ObjectKeyInvariantError(
-                f"chunk_hash must be bytes, got {type(self.chunk_hash).__name__}"
+                f"chunk_hash must be bytes, got {type(self.chunk_hash).__name__}",
+                rule="KEY-HASH-BYTES",
             )
         if not isinstance(self.model_name, str):
-            raise ObjectKeyInvariantError(f"model_name must be a str, got {self.model_name!r}")
+            raise ObjectKeyInvariantError(
+                f"model_name must be a str, got {self.model_name!r}", rule="KEY-CACHE-MODEL"
+            )
         bad_model = MODEL_FORBIDDEN_CHARS & set(self.model_name)
         if bad_model:
             raise ObjectKeyInvariantError(
-                f"model_name must not contain {sorted(bad_model)!r} (got {self.model_name!r})"
+                f"model_name must not contain {sorted(bad_model)!r} (got {self.model_name!r})",
+                rule="KEY-MODEL-CHARS",
             )
         kv_rank = _require_int("kv_rank", self.kv_rank)
         if not 0 <= kv_rank <= KV_RANK_MAX:
-            raise ObjectKeyInvariantError(f"kv_rank must be in 0..2**32-1 (got {kv_rank})")
+            raise ObjectKeyInvariantError(
+                f"kv_rank must be in 0..2**32-1 (got {kv_rank})", rule="KEY-KVRANK-WIDTH"
+            )
         if not 0 <= _require_int("object_group_id", self.object_group_id) <= GROUP_ID_MAX:
             raise ObjectKeyInvariantError(
-                f"object_group_id must be in 0..2**63-1 (got {self.object_group_id})"
+                f"object_group_id must be in 0..2**63-1 (got {self.object_group_id})",
+                rule="KEY-GROUP-RANGE",
             )
         if not isinstance(self.cache_salt, str):
-            raise ObjectKeyInvariantError(f"cache_salt must be a str, got {self.cache_salt!r}")
+            raise ObjectKeyInvariantError(
+                f"cache_salt must be a str, got {self.cache_salt!r}", rule="KEY-SALT-CHARS"
+            )
         bad_salt = SALT_FORBIDDEN_CHARS & set(self.cache_salt)
         if bad_salt:
             raise ObjectKeyInvariantError(
-                f"cache_salt must not contain {sorted(bad_salt)!r} (got {self.cache_salt!r})"
+                f"cache_salt must not contain {sorted(bad_salt)!r} (got {self.cache_salt!r})",
+                rule="KEY-SALT-CHARS",
             )
         for name in ("model_name", "cache_salt"):
             try:
@@ -74,11 +84,13 @@ class ObjectKey:
             except UnicodeEncodeError:
                 # KEY-TEXT-UNICODE: e.g. a lone surrogate from os.listdir's surrogateescape.
                 raise ObjectKeyInvariantError(
-                    f"{name} is not Unicode text (lone surrogate): {getattr(self, name)!r}"
+                    f"{name} is not Unicode text (lone surrogate): {getattr(self, name)!r}",
+                    rule="KEY-TEXT-UNICODE",
                 ) from None
         if len(self.cache_salt) > SALT_MAX_LEN:
             raise ObjectKeyInvariantError(
-                f"cache_salt exceeds max length {SALT_MAX_LEN} (got {len(self.cache_salt)})"
+                f"cache_salt exceeds max length {SALT_MAX_LEN} (got {len(self.cache_salt)})",
+                rule="KEY-SALT-LENGTH",
             )
 
     def to_encoded_object_key(self) -> EncodedObjectKey:
@@ -97,9 +109,13 @@ class ObjectKey:
     def IntHash2Bytes(chunk_hash: int) -> bytes:
         """A test helper of upstream: the int as 4 big-endian bytes (0 .. 2**32-1)."""
         if isinstance(chunk_hash, bool) or not isinstance(chunk_hash, int):
-            raise ObjectKeyInvariantError(f"chunk_hash must be an int, got {chunk_hash!r}")
+            raise ObjectKeyInvariantError(
+                f"chunk_hash must be an int, got {chunk_hash!r}", rule="KEY-KVRANK-PACK"
+            )
         if not 0 <= chunk_hash <= 0xFFFF_FFFF:
-            raise ObjectKeyInvariantError(f"chunk_hash {chunk_hash} does not fit 4 bytes")
+            raise ObjectKeyInvariantError(
+                f"chunk_hash {chunk_hash} does not fit 4 bytes", rule="KEY-KVRANK-PACK"
+            )
         return chunk_hash.to_bytes(4, byteorder="big")
 
     @staticmethod
@@ -125,5 +141,7 @@ class ObjectKey:
     def WorldSizeFromKVRank(kv_rank: int) -> int:
         """The world_size byte of a packed kv_rank (bits 24..31; KEY-KVRANK-PACK)."""
         if isinstance(kv_rank, bool) or not isinstance(kv_rank, int):
-            raise ObjectKeyInvariantError(f"kv_rank must be an int, got {kv_rank!r}")
+            raise ObjectKeyInvariantError(
+                f"kv_rank must be an int, got {kv_rank!r}", rule="KEY-KVRANK-PACK"
+            )
         return (kv_rank >> 24) & 0xFF

@@ -27,7 +27,9 @@ def string_to_object_key(name: str) -> ObjectKey:
     :class:`KeyFormatError` subclass (upstream raises ValueError, accepting e.g. ``0X``,
     ``+``, ``_`` and whitespace in the hex fields)."""
     if not isinstance(name, str):
-        raise MalformedObjectKeyStringError(f"object name must be a str, got {name!r}")
+        raise MalformedObjectKeyStringError(
+            f"object name must be a str, got {name!r}", rule="KEY-STRING-FORM"
+        )
     where = f"object name {name!r}"
     (model_name, rank_text, group_text, hash_text), salt = split_fields(name, where)
     return ObjectKey(

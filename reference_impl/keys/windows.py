@@ -22,11 +22,15 @@ class AttnWindowDesc:
     def __post_init__(self) -> None:
         for index, w in enumerate(self.num_chunks_in_sw):
             if isinstance(w, bool) or not isinstance(w, int):
-                raise DescriptorError(f"AttnWindowDesc: window {index} must be an int, got {w!r}")
+                raise DescriptorError(
+                    f"AttnWindowDesc: window {index} must be an int, got {w!r}",
+                    rule="KEY-WINDOW-VALUES",
+                )
             if w == 0 or w < FULL_ATTENTION:
                 raise DescriptorError(
                     "AttnWindowDesc: each window must be -1 (full attention) "
-                    f"or >= 1 chunk, got {w}"
+                    f"or >= 1 chunk, got {w}",
+                    rule="KEY-WINDOW-VALUES",
                 )
 
     @property
@@ -37,7 +41,8 @@ class AttnWindowDesc:
     def _window(self, object_group_idx: int) -> int:
         if not 0 <= object_group_idx < len(self.num_chunks_in_sw):
             raise DescriptorError(
-                f"object group {object_group_idx} is outside 0..{len(self.num_chunks_in_sw) - 1}"
+                f"object group {object_group_idx} is outside 0..{len(self.num_chunks_in_sw) - 1}",
+                rule="KEY-WINDOW-VALUES",
             )
         return self.num_chunks_in_sw[object_group_idx]
 
@@ -50,7 +55,9 @@ class AttnWindowDesc:
         present for the group to serve a hit: all of them for full attention, else the
         last ``min(w, num_prefix_chunks)``."""
         if num_prefix_chunks < 0:
-            raise DescriptorError(f"num_prefix_chunks must be >= 0, got {num_prefix_chunks}")
+            raise DescriptorError(
+                f"num_prefix_chunks must be >= 0, got {num_prefix_chunks}", rule="KEY-WINDOW-HIT"
+            )
         window = self._window(object_group_idx)
         if window == FULL_ATTENTION:
             return range(num_prefix_chunks)

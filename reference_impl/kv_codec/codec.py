@@ -78,6 +78,17 @@ def _section(payload: memoryview, offset: int, length: int, dtype: torch.dtype) 
     return view.clone()
 
 
+#: Reader rules about one field's own range: a writer refusing such a value enforces that
+#: rule itself. Any other reader rule (fields that disagree) makes the refusal a case of
+#: KV-ENCODE-REFUSE.
+_FIELD_RULES = ("KV-IDS", "KV-GEOMETRY", "KV-K-DTYPE", "KV-V-DTYPE", "KV-SCALE-DTYPE")
+
+
+def _writer_rule(reader_rule: str | None) -> str:
+    """The rule a writer enforces when it refuses a blob that breaks ``reader_rule``."""
+    return reader_rule if reader_rule in _FIELD_RULES else "KV-ENCODE-REFUSE"
+
+
 class AsymK16V8Codec:
     """The v1 storage codec. Stateless apart from its configuration."""
 
@@ -89,15 +100,23 @@ class AsymK16V8Codec:
         scale_scope: ScaleScope = ScaleScope.PER_TENSOR,
     ) -> None:
         if fp8_dtype == torch.float8_e5m2:
-            raise UnsupportedConfigError("float8_e5m2 V is reserved, not part of v1")
+            raise UnsupportedConfigError(
+                "float8_e5m2 V is reserved, not part of v1", rule="KV-V-DTYPE"
+            )
         if fp8_dtype != torch.float8_e4m3fn:
-            raise UnsupportedConfigError(f"fp8_dtype must be float8_e4m3fn, got {fp8_dtype}")
+            raise UnsupportedConfigError(
+                f"fp8_dtype must be float8_e4m3fn, got {fp8_dtype}", rule="KV-V-DTYPE"
+            )
         if scale_dtype not in SCALE_DTYPES:
-            raise UnsupportedConfigError(f"scale_dtype {scale_dtype} is not one of {SCALE_DTYPES}")
+            raise UnsupportedConfigError(
+                f"scale_dtype {scale_dtype} is not one of {SCALE_DTYPES}", rule="KV-SCALE-DTYPE"
+            )
         try:
             scope = ScaleScope(scale_scope)
         except ValueError:
-            raise UnsupportedConfigError(f"unknown scale scope {scale_scope!r}") from None
+            raise UnsupportedConfigError(
+                f"unknown scale scope {scale_scope!r}", rule="KV-SCOPE"
+            ) from None
         self.fp8_dtype = fp8_dtype
         self.scale_dtype = scale_dtype
         self.scale_scope = scope
@@ -113,21 +132,27 @@ class AsymK16V8Codec:
         """The stored scales, and V already in FP8 when the caller supplied it."""
         if precomputed_v_quant is not None:
             if precomputed_v_scales is None:
-                raise UnsupportedConfigError("precomputed_v_quant needs precomputed_v_scales")
+                raise UnsupportedConfigError(
+                    "precomputed_v_quant needs precomputed_v_scales", rule="KV-ENCODE-REFUSE"
+                )
             if precomputed_v_quant.dtype != self.fp8_dtype:
                 raise UnsupportedConfigError(
-                    f"precomputed_v_quant is {precomputed_v_quant.dtype}, not {self.fp8_dtype}"
+                    f"precomputed_v_quant is {precomputed_v_quant.dtype}, not {self.fp8_dtype}",
+                    rule="KV-V-DTYPE",
                 )
             if precomputed_v_quant.shape != v.shape:
                 raise UnsupportedConfigError(
                     f"precomputed_v_quant shape {tuple(precomputed_v_quant.shape)} != "
-                    f"V shape {tuple(v.shape)}"
+                    f"V shape {tuple(v.shape)}",
+                    rule="KV-ENCODE-REFUSE",
                 )
             return self._stored(precomputed_v_scales), precomputed_v_quant
         if precomputed_v_scales is not None:
             return self._stored(precomputed_v_scales), None
         if self.scale_scope == ScaleScope.EXTERNAL:
-            raise UnsupportedConfigError("EXTERNAL scope needs precomputed_v_scales")
+            raise UnsupportedConfigError(
+                "EXTERNAL scope needs precomputed_v_scales", rule="Q-EXTERNAL"
+            )
         scales = compute_v_scales(
             v, self.scale_scope, fp8_dtype=self.fp8_dtype, head_axis=head_axis, page_axis=page_axis
         )
@@ -161,14 +186,19 @@ class AsymK16V8Codec:
         copied to the host once. The result's ``blob`` holds header and payload."""
         if k.shape != v.shape:
             raise UnsupportedConfigError(
-                f"K shape {tuple(k.shape)} != V shape {tuple(v.shape)}; they must match"
+                f"K shape {tuple(k.shape)} != V shape {tuple(v.shape)}; they must match",
+                rule="KV-ENCODE-REFUSE",
             )
         if k.dtype not in K_DTYPES:
-            raise UnsupportedConfigError(f"K must be float16 or bfloat16, got {k.dtype}")
+            raise UnsupportedConfigError(
+                f"K must be float16 or bfloat16, got {k.dtype}", rule="KV-K-DTYPE"
+            )
         if not v.dtype.is_floating_point:
-            raise UnsupportedConfigError(f"V must be floating point, got {v.dtype}")
+            raise UnsupportedConfigError(
+                f"V must be floating point, got {v.dtype}", rule="KV-ENCODE-REFUSE"
+            )
         if k.device != v.device:
-            raise UnsupportedConfigError(f"K is on {k.device} but V is on {v.device}")
+            raise UnsupportedConfigError(f"K is on {k.device} but V is on {v.device}", rule=None)
         scales, v_quant = self._scales_and_quant(
             v, head_axis, page_axis, precomputed_v_scales, precomputed_v_quant
         )
@@ -192,7 +222,9 @@ class AsymK16V8Codec:
         try:
             check_consistency(enc)
         except CorruptEncodedKVError as e:
-            raise UnsupportedConfigError(f"refusing to write an inconsistent blob: {e}") from None
+            raise UnsupportedConfigError(
+                f"refusing to write an inconsistent blob: {e}", rule=_writer_rule(e.rule)
+            ) from None
         fields = pack_header_fields(enc)
         head_len = len(fields) + 4  # then payload_crc32
         buf = bytearray(head_len + enc.expected_payload_len())
@@ -271,7 +303,8 @@ class AsymK16V8Codec:
                 want, got = getattr(expected_hashes, name), getattr(enc.hashes, name)
                 if want and got and want != got:
                     raise CodecMismatchError(
-                        f"hash {name!r} differs: blob has {got!r}, expected {want!r}"
+                        f"hash {name!r} differs: blob has {got!r}, expected {want!r}",
+                        rule="KV-HASH-GATE",
                     )
         return enc
 
@@ -301,10 +334,12 @@ class AsymK16V8Codec:
         try:
             check_consistency(enc)
         except CorruptEncodedKVError as e:
-            raise CorruptEncodedKVError(f"cannot decode: {e}") from None
+            raise CorruptEncodedKVError(f"cannot decode: {e}", rule=e.rule) from None
         if len(enc.payload) != enc.expected_payload_len():
             raise CorruptEncodedKVError(
-                f"payload is {len(enc.payload)} bytes, header declares {enc.expected_payload_len()}"
+                f"payload is {len(enc.payload)} bytes, header declares "
+                f"{enc.expected_payload_len()}",
+                rule="KV-LEN-SUM",
             )
         ls: LogicalShape | None = (
             explicit_shape(enc, shape, head_axis, page_axis)
@@ -342,11 +377,14 @@ class AsymK16V8Codec:
         if scope == ScaleScope.EXTERNAL and v_scales is not None:
             scales = v_scales.to(v.device)
         elif scope == ScaleScope.EXTERNAL and scales.numel() == 0:
-            raise UnsupportedConfigError("EXTERNAL blob stores no scales: pass v_scales=")
+            raise UnsupportedConfigError(
+                "EXTERNAL blob stores no scales: pass v_scales=", rule="Q-EXTERNAL"
+            )
         if ls is None and scope in (ScaleScope.PER_LAYER_HEAD, ScaleScope.PER_PAGE_HEAD):
             raise UnsupportedConfigError(
                 f"{scope.name} dequantization needs the head axis, but the header has no "
-                "kv_head_count/head_dim: pass shape= and head_axis=/page_axis="
+                "kv_head_count/head_dim: pass shape= and head_axis=/page_axis=",
+                rule="KV-LOGICAL-SHAPE",
             )
         head_axis = ls.head_axis if ls is not None else -2
         page_axis = ls.page_axis if ls is not None else None

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 
 class CodecError(Exception):
-    """Base class of every encoded-KV codec error."""
+    """Base class of every encoded-KV codec error.
+
+    ``rule`` is the id of the SPEC.md rule the raise site enforces (``KV-LEN``,
+    ``PROTO-DTYPE-ID``, ...), or None where no single rule applies.
+    """
+
+    def __init__(self, *args: object, rule: str | None = None) -> None:
+        super().__init__(*args)
+        self.rule = rule
 
 
 class CodecMismatchError(CodecError):

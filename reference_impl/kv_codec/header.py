@@ -153,13 +153,17 @@ def _dtype_id(dtype: torch.dtype | None) -> int:
     try:
         return DTYPE_TO_INT[dtype]
     except KeyError:
-        raise UnsupportedConfigError(f"dtype {dtype} has no id in the dtype table") from None
+        raise UnsupportedConfigError(
+            f"dtype {dtype} has no id in the dtype table", rule="KV-ENCODE-REFUSE"
+        ) from None
 
 
 def _pack_str(s: str) -> bytes:
     data = s.encode("utf-8")
     if len(data) > 0xFFFF:
-        raise UnsupportedConfigError(f"hash string of {len(data)} bytes exceeds 65535")
+        raise UnsupportedConfigError(
+            f"hash string of {len(data)} bytes exceeds 65535", rule="KV-HASHES"
+        )
     return _U16.pack(len(data)) + data
 
 
@@ -188,7 +192,8 @@ def pack_header_fields(enc: EncodedKV) -> bytes:
     """Every header byte except the trailing CRC (KV-LAYOUT)."""
     if len(enc.scale_shape) > MAX_SCALE_DIMS:
         raise UnsupportedConfigError(
-            f"scale_shape has {len(enc.scale_shape)} dims; at most {MAX_SCALE_DIMS} fit"
+            f"scale_shape has {len(enc.scale_shape)} dims; at most {MAX_SCALE_DIMS} fit",
+            rule="KV-SCALE-SHAPE-N",
         )
     try:
         fixed = _FIXED.pack(
@@ -210,8 +215,24 @@ def pack_header_fields(enc: EncodedKV) -> bytes:
         dims = _DIMS[len(enc.scale_shape)].pack(*enc.scale_shape)
         lens = _LENS.pack(enc.k_payload_len, enc.v_payload_len, enc.scale_payload_len)
     except struct.error as e:
-        raise UnsupportedConfigError(f"header field out of range: {e}") from None
+        raise UnsupportedConfigError(
+            f"header field out of range: {e}", rule=_out_of_range_rule(enc)
+        ) from None
     return fixed + dims + lens + hash_section(enc.hashes)
+
+
+def _out_of_range_rule(enc: EncodedKV) -> str:
+    """The rule of the first int64 header field of ``enc`` that does not fit."""
+    groups = (
+        ("KV-IDS", (enc.layer_id, enc.chunk_id)),
+        ("KV-GEOMETRY", (enc.chunk_size, enc.page_size, enc.kv_head_count, enc.head_dim)),
+        ("KV-SCALE-SHAPE", tuple(enc.scale_shape)),
+        ("KV-LEN", (enc.k_payload_len, enc.v_payload_len, enc.scale_payload_len)),
+    )
+    for rule, values in groups:
+        if any(not -(2**63) <= v <= INT64_MAX for v in values):
+            return rule
+    return "KV-ENCODE-REFUSE"
 
 
 def serialize_header(enc: EncodedKV) -> bytes:
@@ -219,7 +240,8 @@ def serialize_header(enc: EncodedKV) -> bytes:
     if len(enc.payload) != enc.expected_payload_len():
         raise UnsupportedConfigError(
             f"payload is {len(enc.payload)} bytes but K({enc.k_payload_len}) + "
-            f"V({enc.v_payload_len}) + scales({enc.scale_payload_len}) were declared"
+            f"V({enc.v_payload_len}) + scales({enc.scale_payload_len}) were declared",
+            rule="KV-LEN-SUM",
         )
     return pack_header_fields(enc) + _U32.pack(payload_crc32(enc.payload))
 
@@ -235,7 +257,8 @@ class _Reader:
         if self.off + st.size > len(self.buf):
             raise CorruptEncodedKVError(
                 f"truncated {what}: needs {st.size} bytes at offset {self.off}, "
-                f"{len(self.buf) - self.off} remain"
+                f"{len(self.buf) - self.off} remain",
+                rule="KV-TRUNCATED",
             )
         values = st.unpack_from(self.buf, self.off)
         self.off += st.size
@@ -245,14 +268,16 @@ class _Reader:
         (n,) = self.take(_U16, f"{what} length")
         if self.off + n > len(self.buf):
             raise CorruptEncodedKVError(
-                f"{what} at offset {self.off} declares {n} bytes, {len(self.buf) - self.off} remain"
+                f"{what} at offset {self.off} declares {n} bytes, "
+                f"{len(self.buf) - self.off} remain",
+                rule="KV-TRUNCATED",
             )
         raw = bytes(self.buf[self.off : self.off + n])
         self.off += n
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise CorruptEncodedKVError(f"{what} is not UTF-8: {e}") from None
+            raise CorruptEncodedKVError(f"{what} is not UTF-8: {e}", rule="KV-HASHES") from None
 
 
 def _parse_hashes(r: _Reader, n_pairs: int) -> CodecHashes:
@@ -264,7 +289,7 @@ def _parse_hashes(r: _Reader, n_pairs: int) -> CodecHashes:
         key = r.string("hash key")
         value = r.string(f"hash value of {key!r}")
         if key in seen:
-            raise CorruptEncodedKVError(f"hash key {key!r} appears twice")
+            raise CorruptEncodedKVError(f"hash key {key!r} appears twice", rule="KV-HASHES")
         seen.add(key)
         if key in HASH_FIELDS:
             setattr(hashes, key, value)
@@ -300,13 +325,15 @@ _K_OF_ID, _V_OF_ID, _SCALE_OF_ID = (_ids_of(d) for d in (K_DTYPES, V_DTYPES, SCA
 
 
 def _read_dtype(idx: int, allowed: tuple[torch.dtype, ...], what: str) -> torch.dtype:
+    rule = f"KV-{what.removesuffix('_dtype').upper()}-DTYPE"  # KV-K-DTYPE, KV-V-DTYPE, ...
     if idx not in INT_TO_DTYPE:
-        raise CorruptEncodedKVError(f"unknown {what} id {idx}")
+        raise CorruptEncodedKVError(f"unknown {what} id {idx}", rule=rule)
     dtype = INT_TO_DTYPE[idx]
     if dtype is None or dtype not in allowed:
         raise CorruptEncodedKVError(
             f"{what} {dtype} is not allowed in a v1 blob (allowed: "
-            f"{', '.join(str(d) for d in allowed)})"
+            f"{', '.join(str(d) for d in allowed)})",
+            rule=rule,
         )
     return dtype
 
@@ -317,12 +344,16 @@ def _check_dims(enc: EncodedKV) -> None:
     if min(enc.layer_id, enc.chunk_id) < -1:
         for name in ("layer_id", "chunk_id"):
             if getattr(enc, name) < -1:
-                raise CorruptEncodedKVError(f"{name} = {getattr(enc, name)} is below -1")
+                raise CorruptEncodedKVError(
+                    f"{name} = {getattr(enc, name)} is below -1", rule="KV-IDS"
+                )
     if min(enc.chunk_size, enc.page_size, enc.kv_head_count, enc.head_dim) < 1:
         for name in ("chunk_size", "page_size", "kv_head_count", "head_dim"):
             v = getattr(enc, name)
             if v != -1 and v < 1:
-                raise CorruptEncodedKVError(f"{name} = {v}: must be -1 (unset) or positive")
+                raise CorruptEncodedKVError(
+                    f"{name} = {v}: must be -1 (unset) or positive", rule="KV-GEOMETRY"
+                )
 
 
 # Speed only: field sets already found consistent. The checks read nothing else, so a set
@@ -371,44 +402,53 @@ def _check_fields(enc: EncodedKV) -> None:
     _check_dims(enc)
     shape = enc.scale_shape
     if shape and min(shape) < 0:
-        raise CorruptEncodedKVError(f"negative dimension in scale_shape {shape}")
+        raise CorruptEncodedKVError(
+            f"negative dimension in scale_shape {shape}", rule="KV-SCALE-SHAPE"
+        )
     # SPEC "Reader rules", exact arithmetic: shapes built from these fields fit int64,
     # even for an empty payload, where every length check holds trivially.
     scale_elems = math.prod(shape)
     if scale_elems > INT64_MAX or (
         scale_elems == 0 and math.prod(d for d in shape if d) > INT64_MAX
     ):
-        raise CorruptEncodedKVError(f"scale_shape {shape} overflows int64")
+        raise CorruptEncodedKVError(f"scale_shape {shape} overflows int64", rule="KV-LEN")
     if enc.kv_head_count > 0 and enc.head_dim > 0 and enc.kv_head_count * enc.head_dim > INT64_MAX:
         raise CorruptEncodedKVError(
-            f"kv_head_count {enc.kv_head_count} x head_dim {enc.head_dim} overflows int64"
+            f"kv_head_count {enc.kv_head_count} x head_dim {enc.head_dim} overflows int64",
+            rule="KV-LEN",
         )
     if min(enc.k_payload_len, enc.v_payload_len, enc.scale_payload_len) < 0:  # name it
         for name in ("k_payload_len", "v_payload_len", "scale_payload_len"):
             if getattr(enc, name) < 0:
-                raise CorruptEncodedKVError(f"{name} = {getattr(enc, name)} is negative")
+                raise CorruptEncodedKVError(
+                    f"{name} = {getattr(enc, name)} is negative", rule="KV-LEN"
+                )
     k_item = enc.k_dtype.itemsize
     if enc.k_payload_len % k_item:
         raise CorruptEncodedKVError(
-            f"k_payload_len {enc.k_payload_len} is not a multiple of {enc.k_dtype} size {k_item}"
+            f"k_payload_len {enc.k_payload_len} is not a multiple of {enc.k_dtype} size {k_item}",
+            rule="KV-LEN",
         )
     k_elems = enc.k_payload_len // k_item
     v_elems = enc.v_payload_len // enc.v_dtype.itemsize
     if k_elems != v_elems:
         raise CorruptEncodedKVError(
-            f"K holds {k_elems} elements but V holds {v_elems}; K and V share one shape"
+            f"K holds {k_elems} elements but V holds {v_elems}; K and V share one shape",
+            rule="KV-LEN",
         )
     if enc.scale_payload_len != scale_elems * enc.scale_dtype.itemsize:
         raise CorruptEncodedKVError(
             f"scale_payload_len {enc.scale_payload_len} != {scale_elems} scales of "
             f"{enc.scale_dtype} ({scale_elems * enc.scale_dtype.itemsize} bytes) "
-            f"for scale_shape {enc.scale_shape}"
+            f"for scale_shape {enc.scale_shape}",
+            rule="KV-LEN",
         )
     heads, dim = enc.kv_head_count, enc.head_dim
     if heads > 0 and dim > 0 and k_elems % (heads * dim):
         raise CorruptEncodedKVError(
             f"{k_elems} elements are not a whole number of tokens of "
-            f"kv_head_count {heads} x head_dim {dim}"
+            f"kv_head_count {heads} x head_dim {dim}",
+            rule="KV-LEN",
         )
     _check_scale_shape(enc, k_elems)
 
@@ -417,46 +457,64 @@ def _check_scale_shape(enc: EncodedKV, elems: int) -> None:
     """KV-SCALE-SHAPE: the scale tensor's shape is the one its scope prescribes."""
     scope, shape, heads = enc.scale_scope, enc.scale_shape, enc.kv_head_count
     if scope == ScaleScope.PER_TENSOR and shape != ():
-        raise CorruptEncodedKVError(f"PER_TENSOR scale_shape must be (), got {shape}")
+        raise CorruptEncodedKVError(
+            f"PER_TENSOR scale_shape must be (), got {shape}", rule="KV-SCALE-SHAPE"
+        )
     if scope == ScaleScope.PER_LAYER_HEAD:
         if len(shape) != 1:
-            raise CorruptEncodedKVError(f"PER_LAYER_HEAD scale_shape must be (H,), got {shape}")
+            raise CorruptEncodedKVError(
+                f"PER_LAYER_HEAD scale_shape must be (H,), got {shape}", rule="KV-SCALE-SHAPE"
+            )
         if heads > 0 and shape[0] != heads:
             raise CorruptEncodedKVError(
-                f"PER_LAYER_HEAD scale_shape {shape} disagrees with kv_head_count {heads}"
+                f"PER_LAYER_HEAD scale_shape {shape} disagrees with kv_head_count {heads}",
+                rule="KV-SCALE-SHAPE",
             )
         if elems and shape[0] == 0:
-            raise CorruptEncodedKVError("PER_LAYER_HEAD blob with data but zero heads")
+            raise CorruptEncodedKVError(
+                "PER_LAYER_HEAD blob with data but zero heads", rule="KV-SCALE-SHAPE"
+            )
         if shape[0] and elems % shape[0]:
-            raise CorruptEncodedKVError(f"{elems} elements do not split over {shape[0]} heads")
+            raise CorruptEncodedKVError(
+                f"{elems} elements do not split over {shape[0]} heads", rule="KV-SCALE-SHAPE"
+            )
     if scope == ScaleScope.PER_PAGE_HEAD:
         if len(shape) != 2:
             raise CorruptEncodedKVError(
-                f"PER_PAGE_HEAD scale_shape must be (n_pages, H), got {shape}"
+                f"PER_PAGE_HEAD scale_shape must be (n_pages, H), got {shape}",
+                rule="KV-SCALE-SHAPE",
             )
         pages, sheads = shape
         if heads > 0 and sheads != heads:
             raise CorruptEncodedKVError(
-                f"PER_PAGE_HEAD scale_shape {shape} disagrees with kv_head_count {heads}"
+                f"PER_PAGE_HEAD scale_shape {shape} disagrees with kv_head_count {heads}",
+                rule="KV-SCALE-SHAPE",
             )
         if elems and pages * sheads == 0:
-            raise CorruptEncodedKVError(f"PER_PAGE_HEAD blob with data but scale_shape {shape}")
+            raise CorruptEncodedKVError(
+                f"PER_PAGE_HEAD blob with data but scale_shape {shape}", rule="KV-SCALE-SHAPE"
+            )
         if pages * sheads and elems % (pages * sheads):
             raise CorruptEncodedKVError(
-                f"{elems} elements do not split over {pages} pages x {sheads} heads"
+                f"{elems} elements do not split over {pages} pages x {sheads} heads",
+                rule="KV-SCALE-SHAPE",
             )
         if enc.head_dim > 0 and sheads > 0:
             if elems % (sheads * enc.head_dim):
                 raise CorruptEncodedKVError(
                     f"{elems} elements are not whole tokens of {sheads} heads x "
-                    f"head_dim {enc.head_dim}"
+                    f"head_dim {enc.head_dim}",
+                    rule="KV-SCALE-SHAPE",
                 )
             tokens = elems // (sheads * enc.head_dim)
             if pages and tokens % pages:
-                raise CorruptEncodedKVError(f"{tokens} tokens do not split into {pages} pages")
+                raise CorruptEncodedKVError(
+                    f"{tokens} tokens do not split into {pages} pages", rule="KV-SCALE-SHAPE"
+                )
             if enc.page_size > 0 and tokens != pages * enc.page_size:
                 raise CorruptEncodedKVError(
-                    f"{tokens} tokens != {pages} pages x page_size {enc.page_size}"
+                    f"{tokens} tokens != {pages} pages x page_size {enc.page_size}",
+                    rule="KV-SCALE-SHAPE",
                 )
 
 
@@ -475,26 +533,34 @@ def deserialize_header(
     try:
         mv = memoryview(buf).cast("B")
     except TypeError as e:
-        raise CorruptEncodedKVError(f"not a contiguous byte buffer: {e}") from None
+        raise CorruptEncodedKVError(
+            f"not a contiguous byte buffer: {e}", rule="KV-TRUNCATED"
+        ) from None
     r = _Reader(mv)
     (magic, version, scope_id, k_id, v_id, s_id, reserved, *geometry) = r.take(
         _FIXED, "fixed header"
     )
     if magic != CODEC_MAGIC:
-        raise CorruptEncodedKVError(f"bad magic {magic!r}, expected {CODEC_MAGIC!r}")
+        raise CorruptEncodedKVError(
+            f"bad magic {magic!r}, expected {CODEC_MAGIC!r}", rule="KV-MAGIC"
+        )
     if version != CodecVersion.V1:
-        raise CorruptEncodedKVError(f"unsupported header version {version}; this reader knows 1")
+        raise CorruptEncodedKVError(
+            f"unsupported header version {version}; this reader knows 1", rule="KV-VERSION"
+        )
     scope = _SCOPE_OF_ID.get(scope_id)
     if scope is None:
-        raise CorruptEncodedKVError(f"unknown scale_scope id {scope_id}")
+        raise CorruptEncodedKVError(f"unknown scale_scope id {scope_id}", rule="KV-SCOPE")
     k_dtype = _K_OF_ID.get(k_id) or _read_dtype(k_id, K_DTYPES, "k_dtype")
     v_dtype = _V_OF_ID.get(v_id) or _read_dtype(v_id, V_DTYPES, "v_dtype")
     scale_dtype = _SCALE_OF_ID.get(s_id) or _read_dtype(s_id, SCALE_DTYPES, "scale_dtype")
     if reserved != 0:
-        raise CorruptEncodedKVError(f"reserved field is {reserved}, must be 0")
+        raise CorruptEncodedKVError(f"reserved field is {reserved}, must be 0", rule="KV-RESERVED")
     layer_id, chunk_id, chunk_size, page_size, heads, head_dim, n_dims = geometry
     if not 0 <= n_dims <= MAX_SCALE_DIMS:
-        raise CorruptEncodedKVError(f"scale_shape_n {n_dims} is outside 0..{MAX_SCALE_DIMS}")
+        raise CorruptEncodedKVError(
+            f"scale_shape_n {n_dims} is outside 0..{MAX_SCALE_DIMS}", rule="KV-SCALE-SHAPE-N"
+        )
     *scale_shape, k_len, v_len, s_len, n_pairs = r.take(
         _SHAPE_LENS_COUNT[n_dims], "scale_shape, payload lengths and hash count"
     )
@@ -522,17 +588,20 @@ def deserialize_header(
     if end > len(mv):
         raise CorruptEncodedKVError(
             f"payload truncated: header ends at {r.off}, {enc.expected_payload_len()} "
-            f"payload bytes declared, buffer holds {len(mv)}"
+            f"payload bytes declared, buffer holds {len(mv)}",
+            rule="KV-LEN-SUM",
         )
     if end < len(mv) and not allow_trailing:
         raise CorruptEncodedKVError(
-            f"{len(mv) - end} bytes follow the payload (pass allow_trailing=True to ignore)"
+            f"{len(mv) - end} bytes follow the payload (pass allow_trailing=True to ignore)",
+            rule="KV-TRAILING",
         )
     enc.payload = mv[r.off : end]
     computed = payload_crc32(enc.payload)
     if computed != crc:
         raise CorruptEncodedKVError(
-            f"payload CRC-32 mismatch: header says {crc:#010x}, payload gives {computed:#010x}"
+            f"payload CRC-32 mismatch: header says {crc:#010x}, payload gives {computed:#010x}",
+            rule="KV-CRC",
         )
     enc.header_bytes = bytes(mv[: r.off])
     return enc

@@ -46,7 +46,8 @@ def logical_shape(enc: EncodedKV, layout: str | None = None) -> LogicalShape | N
     name = name or "NHD"
     if name not in LAYOUTS:
         raise UnsupportedConfigError(
-            f"kv_layout {name!r} is not one of {LAYOUTS}; pass layout= or shape= to decode"
+            f"kv_layout {name!r} is not one of {LAYOUTS}; pass layout= or shape= to decode",
+            rule="KV-LAYOUT-NAME",
         )
     elems = enc.k_payload_len // enc.k_dtype.itemsize
     found = _tokens(enc, elems)
@@ -74,5 +75,7 @@ def explicit_shape(
     """A caller-given shape, checked against the payload's element count."""
     elems = enc.k_payload_len // enc.k_dtype.itemsize
     if math.prod(shape) != elems or any(d < 0 for d in shape):
-        raise UnsupportedConfigError(f"shape {shape} does not hold the blob's {elems} elements")
+        raise UnsupportedConfigError(
+            f"shape {shape} does not hold the blob's {elems} elements", rule="KV-LOGICAL-SHAPE"
+        )
     return LogicalShape(tuple(shape), head_axis, page_axis)

@@ -76,7 +76,9 @@ def compute_v_scales(
     """quant_rules.v_scales (Q-SCALE), faster: float32 scales of shape (), (H,) or (P, H)."""
     qmax = fp8_max(fp8_dtype)
     if scope == ScaleScope.EXTERNAL:
-        raise UnsupportedConfigError("EXTERNAL scales come from the caller, not from V")
+        raise UnsupportedConfigError(
+            "EXTERNAL scales come from the caller, not from V", rule="Q-EXTERNAL"
+        )
     head, page = group_axes(v.ndim, scope, head_axis, page_axis)
     if head is None and v.device.type == "cpu" and v.dtype in _SCALAR_SCALE_DTYPES:
         return _float32_tensor([_tensor_scale(untracked(v), qmax)]).view(())
@@ -241,7 +243,7 @@ def quantize_v_fp8(
         out = torch.empty(v.shape, dtype=fp8_dtype, device=v.device)
     elif out.shape != v.shape or out.dtype != fp8_dtype:
         raise UnsupportedConfigError(
-            f"out is {out.dtype}{tuple(out.shape)}, need {fp8_dtype}{tuple(v.shape)}"
+            f"out is {out.dtype}{tuple(out.shape)}, need {fp8_dtype}{tuple(v.shape)}", rule=None
         )
     _blockwise(untracked(v), s.to(v.device), out, torch.div, qmax)
     return out
@@ -258,7 +260,7 @@ def dequantize_v_fp8(
 ) -> torch.Tensor:
     """quant_rules.dequantize (Q-DEQUANT), in blocks."""
     if not out_dtype.is_floating_point or out_dtype in FP8_DTYPES:
-        raise UnsupportedConfigError(f"cannot dequantize into {out_dtype}")
+        raise UnsupportedConfigError(f"cannot dequantize into {out_dtype}", rule="Q-DEQUANT")
     s = group_scales(scales, q.shape, scope, head_axis, page_axis)
     out = torch.empty(q.shape, dtype=out_dtype, device=q.device)
     _blockwise(untracked(q), s.to(q.device), out, torch.mul, None)

@@ -35,12 +35,14 @@ def fp8_max(dtype: torch.dtype) -> float:
     try:
         return _FP8_MAX[dtype]
     except KeyError:
-        raise UnsupportedConfigError(f"{dtype} is not an FP8 dtype") from None
+        raise UnsupportedConfigError(f"{dtype} is not an FP8 dtype", rule="KV-V-DTYPE") from None
 
 
 def _axis(axis: int, ndim: int, name: str) -> int:
     if not -ndim <= axis < ndim:
-        raise UnsupportedConfigError(f"{name} {axis} is out of range for a {ndim}-d tensor")
+        raise UnsupportedConfigError(
+            f"{name} {axis} is out of range for a {ndim}-d tensor", rule="KV-ENCODE-REFUSE"
+        )
     return axis % ndim
 
 
@@ -52,15 +54,17 @@ def group_axes(
     if scope in (ScaleScope.PER_TENSOR, ScaleScope.EXTERNAL):
         return None, None
     if scope not in (ScaleScope.PER_LAYER_HEAD, ScaleScope.PER_PAGE_HEAD):
-        raise UnsupportedConfigError(f"unknown scale scope {scope!r}")
+        raise UnsupportedConfigError(f"unknown scale scope {scope!r}", rule="KV-SCOPE")
     head = _axis(head_axis, ndim, "head_axis")
     if scope == ScaleScope.PER_LAYER_HEAD:
         return head, None
     if page_axis is None:
-        raise UnsupportedConfigError("PER_PAGE_HEAD needs page_axis")
+        raise UnsupportedConfigError("PER_PAGE_HEAD needs page_axis", rule="KV-ENCODE-REFUSE")
     page = _axis(page_axis, ndim, "page_axis")
     if page == head:
-        raise UnsupportedConfigError(f"page_axis and head_axis are both {head}")
+        raise UnsupportedConfigError(
+            f"page_axis and head_axis are both {head}", rule="KV-ENCODE-REFUSE"
+        )
     return head, page
 
 
@@ -80,7 +84,9 @@ def v_scales(
     The writer converts these to ``scale_dtype`` and quantizes with the converted scales.
     """
     if scope == ScaleScope.EXTERNAL:
-        raise UnsupportedConfigError("EXTERNAL scales come from the caller, not from V")
+        raise UnsupportedConfigError(
+            "EXTERNAL scales come from the caller, not from V", rule="Q-EXTERNAL"
+        )
     qmax = fp8_max(fp8_dtype)
     head, page = group_axes(v.ndim, scope, head_axis, page_axis)
     keep = [axis for axis in (page, head) if axis is not None]  # scale shape: pages, heads
@@ -126,25 +132,30 @@ def group_scales(
             s.expand(shape)
         except RuntimeError:
             raise UnsupportedConfigError(
-                f"EXTERNAL scales of shape {tuple(s.shape)} do not broadcast to V {tuple(shape)}"
+                f"EXTERNAL scales of shape {tuple(s.shape)} do not broadcast to V {tuple(shape)}",
+                rule="Q-EXTERNAL",
             ) from None
         return s.reshape((1,) * (ndim - s.dim()) + tuple(s.shape))
     head, page = group_axes(ndim, scope, head_axis, page_axis)
     view = [1] * ndim
     if head is None:
         if s.numel() != 1:
-            raise UnsupportedConfigError(f"PER_TENSOR takes one scale, got {tuple(s.shape)}")
+            raise UnsupportedConfigError(
+                f"PER_TENSOR takes one scale, got {tuple(s.shape)}", rule="KV-ENCODE-REFUSE"
+            )
         return s.reshape(view)
     if page is None:
         if tuple(s.shape) != (shape[head],):
             raise UnsupportedConfigError(
-                f"PER_LAYER_HEAD scales {tuple(s.shape)} != ({shape[head]},) heads"
+                f"PER_LAYER_HEAD scales {tuple(s.shape)} != ({shape[head]},) heads",
+                rule="KV-ENCODE-REFUSE",
             )
         view[head] = shape[head]
         return s.reshape(view)
     if tuple(s.shape) != (shape[page], shape[head]):
         raise UnsupportedConfigError(
-            f"PER_PAGE_HEAD scales {tuple(s.shape)} != ({shape[page]}, {shape[head]})"
+            f"PER_PAGE_HEAD scales {tuple(s.shape)} != ({shape[page]}, {shape[head]})",
+            rule="KV-ENCODE-REFUSE",
         )
     view[page], view[head] = shape[page], shape[head]
     # Stored (pages, heads): when V's head axis comes first, transpose so that each scale
@@ -179,6 +190,6 @@ def dequantize(
 ) -> torch.Tensor:
     """Q-DEQUANT: ``out_dtype(float32(q) * float32(scale))``, rounded once to ``out_dtype``."""
     if not out_dtype.is_floating_point or out_dtype in FP8_DTYPES:
-        raise UnsupportedConfigError(f"cannot dequantize into {out_dtype}")
+        raise UnsupportedConfigError(f"cannot dequantize into {out_dtype}", rule="Q-DEQUANT")
     s = group_scales(scales, q.shape, scope, head_axis, page_axis).to(q.device)
     return (q.detach().to(torch.float32) * s).to(out_dtype)

@@ -11,8 +11,8 @@ def byte_view(data: object) -> memoryview:
         view = memoryview(data)  # type: ignore[arg-type]
     except TypeError:
         raise MalformedMessageError(
-            f"expected a bytes-like buffer, got {type(data).__name__}"
+            f"expected a bytes-like buffer, got {type(data).__name__}", rule="PROTO-EXACT-LENGTH"
         ) from None
     if not view.c_contiguous:
-        raise MalformedMessageError("buffer is not C-contiguous")
+        raise MalformedMessageError("buffer is not C-contiguous", rule="PROTO-EXACT-LENGTH")
     return view.cast("B")

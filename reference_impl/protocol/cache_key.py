@@ -60,21 +60,30 @@ _HASH = re.compile(r"[0-9a-f]+|-[1-9a-f][0-9a-f]*")
 _INT64_DIGITS = 20
 
 
+def _int_rule(name: str) -> str:
+    """KEY-CACHE-LAYER for the layer field (canonical, non-negative), else KEY-CACHE-INT."""
+    return "KEY-CACHE-LAYER" if name.startswith("layer") else "KEY-CACHE-INT"
+
+
 def _read_decimal(name: str, text: str, pattern: re.Pattern[str], key: str) -> int:
     """KEY-CACHE-INT: canonical ASCII decimal, no sign but '-', no spaces, fits int64."""
     if len(text) > _INT64_DIGITS or not pattern.fullmatch(text):
-        raise CacheKeyError(f"bad {name} {text!r} in key string {key!r}")
+        raise CacheKeyError(f"bad {name} {text!r} in key string {key!r}", rule=_int_rule(name))
     value = int(text)
     if not INT64_MIN <= value <= INT64_MAX:
-        raise CacheKeyError(f"{name} {text!r} does not fit int64 in key string {key!r}")
+        raise CacheKeyError(
+            f"{name} {text!r} does not fit int64 in key string {key!r}", rule=_int_rule(name)
+        )
     return value
 
 
 def _write_decimal(name: str, value: object, *, minimum: int = INT64_MIN) -> str:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise CacheKeyError(f"{name} must be an int, got {value!r}")
+        raise CacheKeyError(f"{name} must be an int, got {value!r}", rule=_int_rule(name))
     if not minimum <= value <= INT64_MAX:
-        raise CacheKeyError(f"{name}={value} is outside [{minimum}, {INT64_MAX}]")
+        raise CacheKeyError(
+            f"{name}={value} is outside [{minimum}, {INT64_MAX}]", rule=_int_rule(name)
+        )
     return str(value)
 
 
@@ -86,9 +95,13 @@ def _render_tags(tags: tuple[tuple[str, object], ...] | None) -> str:
     for name, value in tags:
         text = f"{value}"
         if "@" in name or "%" in name:
-            raise CacheKeyError(f"tag name {name!r} must not contain '@' or '%'")
+            raise CacheKeyError(
+                f"tag name {name!r} must not contain '@' or '%'", rule="KEY-CACHE-TAG"
+            )
         if "@" in text:
-            raise CacheKeyError(f"tag value {text!r} of tag {name!r} must not contain '@'")
+            raise CacheKeyError(
+                f"tag value {text!r} of tag {name!r} must not contain '@'", rule="KEY-CACHE-TAG"
+            )
         rendered.append(f"{name}%{text}")
     return "@" + "@".join(rendered)
 
@@ -101,10 +114,14 @@ def _read_tags(fields: list[str], key: str) -> dict[str, object] | None:
     for text in fields:
         name, sep, value = text.partition("%")
         if not sep:
-            raise CacheKeyError(f"tag {text!r} has no '%' in key string {key!r}")
+            raise CacheKeyError(
+                f"tag {text!r} has no '%' in key string {key!r}", rule="KEY-CACHE-TAG"
+            )
         full = TAG_PREFIX + name
         if full in configs:
-            raise CacheKeyError(f"duplicate tag {name!r} in key string {key!r}")
+            raise CacheKeyError(
+                f"duplicate tag {name!r} in key string {key!r}", rule="KEY-CACHE-TAG"
+            )
         configs[full] = value
     return configs
 
@@ -125,7 +142,9 @@ class CacheEngineKey:
 
     def __post_init__(self) -> None:
         if not isinstance(self.dtype, torch.dtype) or self.dtype not in TORCH_DTYPE_TO_STR_DTYPE:
-            raise CacheKeyError(f"Unsupported dtype in CacheEngineKey: {self.dtype}")
+            raise CacheKeyError(
+                f"Unsupported dtype in CacheEngineKey: {self.dtype}", rule="KEY-CACHE-DTYPE"
+            )
         self._dtype_str = TORCH_DTYPE_TO_STR_DTYPE[self.dtype]
         tag_list = [
             (name[len(TAG_PREFIX) :], value)
@@ -164,15 +183,20 @@ class CacheEngineKey:
         if isinstance(self.chunk_hash, bytes):
             return self.chunk_hash.hex()
         if isinstance(self.chunk_hash, bool) or not isinstance(self.chunk_hash, int):
-            raise CacheKeyError(f"chunk_hash must be int or bytes, got {self.chunk_hash!r}")
+            raise CacheKeyError(
+                f"chunk_hash must be int or bytes, got {self.chunk_hash!r}", rule="KEY-CACHE-HASH"
+            )
         return f"{self.chunk_hash:x}"
 
     def _prefix(self) -> str:
         """The five fixed fields (KEY-CACHE-FORM); KEY-CACHE-MODEL forbids '@' in the model."""
         if not isinstance(self.model_name, str) or "@" in self.model_name:
-            raise CacheKeyError(f"model_name must be a str without '@', got {self.model_name!r}")
+            raise CacheKeyError(
+                f"model_name must be a str without '@', got {self.model_name!r}",
+                rule="KEY-CACHE-MODEL",
+            )
         if self.chunk_hash_hex in ("", "-"):
-            raise CacheKeyError("chunk_hash must not be empty")
+            raise CacheKeyError("chunk_hash must not be empty", rule="KEY-CACHE-HASH")
         return (
             f"{self.model_name}@{_write_decimal('world_size', self.world_size)}"
             f"@{_write_decimal('worker_id', self.worker_id)}"
@@ -236,29 +260,39 @@ class CacheEngineKey:
     def from_dict(d: Mapping[str, Any]) -> CacheEngineKey:
         """Inverse of :meth:`to_dict`; every field is type-checked (CacheKeyError)."""
         if not isinstance(d, Mapping):
-            raise CacheKeyError(f"key dict must be a mapping, got {type(d).__name__}")
+            raise CacheKeyError(
+                f"key dict must be a mapping, got {type(d).__name__}", rule="KEY-CACHE-FORM"
+            )
         try:
             model_name, world_size = d["model_name"], d["world_size"]
             worker_id, chunk_hash, dtype_name = d["worker_id"], d["chunk_hash"], d["dtype"]
         except KeyError as missing:
-            raise CacheKeyError(f"key dict lacks field {missing}") from None
+            raise CacheKeyError(f"key dict lacks field {missing}", rule="KEY-CACHE-FORM") from None
         if not isinstance(model_name, str):
-            raise CacheKeyError(f"model_name must be a str, got {model_name!r}")
+            raise CacheKeyError(
+                f"model_name must be a str, got {model_name!r}", rule="KEY-CACHE-MODEL"
+            )
         _write_decimal("world_size", world_size)
         _write_decimal("worker_id", worker_id)
         if isinstance(chunk_hash, bool) or not isinstance(chunk_hash, int | bytes):
-            raise CacheKeyError(f"chunk_hash must be int or bytes, got {chunk_hash!r}")
+            raise CacheKeyError(
+                f"chunk_hash must be int or bytes, got {chunk_hash!r}", rule="KEY-CACHE-HASH"
+            )
         if not isinstance(dtype_name, str) or dtype_name not in STR_DTYPE_TO_TORCH_DTYPE:
-            raise CacheKeyError(f"unknown dtype name {dtype_name!r}")
+            raise CacheKeyError(f"unknown dtype name {dtype_name!r}", rule="KEY-CACHE-DTYPE")
         configs: dict[str, Any] | None = None
         entries = d.get("request_configs")
         if entries:
             if not isinstance(entries, list):
-                raise CacheKeyError("request_configs must be a list of 'k%v' strings")
+                raise CacheKeyError(
+                    "request_configs must be a list of 'k%v' strings", rule="KEY-CACHE-TAG"
+                )
             configs = {}
             for entry in entries:
                 if not isinstance(entry, str) or "%" not in entry:
-                    raise CacheKeyError(f"bad request_configs entry {entry!r}")
+                    raise CacheKeyError(
+                        f"bad request_configs entry {entry!r}", rule="KEY-CACHE-TAG"
+                    )
                 name, _, value = entry.partition("%")
                 configs[name] = value
         return CacheEngineKey(
@@ -310,16 +344,24 @@ class LayerCacheEngineKey(CacheEngineKey):
 def _parse_fields(key: str, *, with_layer: bool) -> dict[str, Any]:
     """Constructor arguments from a key string, by the module grammar (KEY-CACHE-*)."""
     if not isinstance(key, str):
-        raise CacheKeyError(f"key string must be a str, got {type(key).__name__}")
+        raise CacheKeyError(
+            f"key string must be a str, got {type(key).__name__}", rule="KEY-CACHE-FORM"
+        )
     parts = key.split("@")
     fixed = 6 if with_layer else 5
     if len(parts) < fixed:
-        raise CacheKeyError(f"key string {key!r} has {len(parts)} fields, needs {fixed}")
+        raise CacheKeyError(
+            f"key string {key!r} has {len(parts)} fields, needs {fixed}", rule="KEY-CACHE-FORM"
+        )
     if not _HASH.fullmatch(parts[3]):
-        raise CacheKeyError(f"bad chunk hash {parts[3]!r} in key string {key!r}")
+        raise CacheKeyError(
+            f"bad chunk hash {parts[3]!r} in key string {key!r}", rule="KEY-CACHE-HASH"
+        )
     dtype = STR_DTYPE_TO_TORCH_DTYPE.get(parts[4])
     if dtype is None:
-        raise CacheKeyError(f"unknown dtype name {parts[4]!r} in key string {key!r}")
+        raise CacheKeyError(
+            f"unknown dtype name {parts[4]!r} in key string {key!r}", rule="KEY-CACHE-DTYPE"
+        )
     fields: dict[str, Any] = {
         "model_name": parts[0],
         "world_size": _read_decimal("world_size", parts[1], _DECIMAL, key),
@@ -340,7 +382,9 @@ def parse_cache_key(key_str: str) -> CacheEngineKey | LayerCacheEngineKey:
     No whitespace is stripped: the caller removes transport padding (PROTO-KEY-FIELD).
     """
     if not isinstance(key_str, str):
-        raise CacheKeyError(f"key string must be a str, got {type(key_str).__name__}")
+        raise CacheKeyError(
+            f"key string must be a str, got {type(key_str).__name__}", rule="KEY-CACHE-FORM"
+        )
     parts = key_str.split("@")
     if len(parts) >= 6 and "%" not in parts[5]:
         return LayerCacheEngineKey.from_string(key_str)

@@ -59,11 +59,14 @@ class ClientMetaMessage:
         view = byte_view(s)
         if len(view) != CLIENT_META_STRUCT.size:
             raise MalformedMessageError(
-                f"ClientMetaMessage is {CLIENT_META_STRUCT.size} bytes, got {len(view)}"
+                f"ClientMetaMessage is {CLIENT_META_STRUCT.size} bytes, got {len(view)}",
+                rule="PROTO-EXACT-LENGTH",
             )
         command, length, fmt_id, dtype_id, location_id, *dims, key = CLIENT_META_STRUCT.unpack(view)
         if length < 0:
-            raise MalformedMessageError(f"negative length field {length}")
+            raise MalformedMessageError(
+                f"negative length field {length}", rule="PROTO-LENGTH-NONNEG"
+            )
         fmt = memory_format_from_id(fmt_id)
         return ClientMetaMessage(
             command_from_id(command),

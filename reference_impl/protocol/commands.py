@@ -30,7 +30,9 @@ def command_from_id(value: int) -> ClientCommand:
     try:
         return ClientCommand(value)
     except ValueError:
-        raise UnknownIdError(f"unknown client command id {value}") from None
+        raise UnknownIdError(
+            f"unknown client command id {value}", rule="PROTO-COMMAND-ID"
+        ) from None
 
 
 def return_code_from_id(value: int) -> ServerReturnCode:
@@ -38,24 +40,32 @@ def return_code_from_id(value: int) -> ServerReturnCode:
     try:
         return ServerReturnCode(value)
     except ValueError:
-        raise UnknownIdError(f"unknown server return code {value}") from None
+        raise UnknownIdError(f"unknown server return code {value}", rule="PROTO-CODE-ID") from None
 
 
 def command_to_id(command: object) -> int:
     """The id a writer emits for ``command`` (a :class:`ClientCommand` or its int value)."""
     if isinstance(command, bool) or not isinstance(command, int):
-        raise UnencodableMessageError(f"command must be a ClientCommand, got {command!r}")
+        raise UnencodableMessageError(
+            f"command must be a ClientCommand, got {command!r}", rule="PROTO-COMMAND-ID"
+        )
     try:
         return int(ClientCommand(command))
     except ValueError:
-        raise UnencodableMessageError(f"unknown client command {command!r}") from None
+        raise UnencodableMessageError(
+            f"unknown client command {command!r}", rule="PROTO-COMMAND-ID"
+        ) from None
 
 
 def return_code_to_id(code: object) -> int:
     """The code a writer emits for ``code`` (a :class:`ServerReturnCode` or its int value)."""
     if isinstance(code, bool) or not isinstance(code, int):
-        raise UnencodableMessageError(f"code must be a ServerReturnCode, got {code!r}")
+        raise UnencodableMessageError(
+            f"code must be a ServerReturnCode, got {code!r}", rule="PROTO-CODE-ID"
+        )
     try:
         return int(ServerReturnCode(code))
     except ValueError:
-        raise UnencodableMessageError(f"unknown server return code {code!r}") from None
+        raise UnencodableMessageError(
+            f"unknown server return code {code!r}", rule="PROTO-CODE-ID"
+        ) from None

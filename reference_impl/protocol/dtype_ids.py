@@ -13,14 +13,18 @@ def dtype_from_id(value: int) -> torch.dtype | None:
     try:
         return INT_TO_DTYPE[value]
     except KeyError:
-        raise UnknownIdError(f"unknown dtype id {value}") from None
+        raise UnknownIdError(f"unknown dtype id {value}", rule="PROTO-DTYPE-ID") from None
 
 
 def dtype_to_id(dtype: object) -> int:
     """The id a writer emits (float16 is always 2); a dtype outside the table is refused."""
     if dtype is not None and not isinstance(dtype, torch.dtype):
-        raise UnencodableMessageError(f"dtype must be a torch.dtype or None, got {dtype!r}")
+        raise UnencodableMessageError(
+            f"dtype must be a torch.dtype or None, got {dtype!r}", rule="PROTO-DTYPE-ID"
+        )
     try:
         return DTYPE_TO_INT[dtype]
     except KeyError:
-        raise UnencodableMessageError(f"dtype {dtype} has no wire id") from None
+        raise UnencodableMessageError(
+            f"dtype {dtype} has no wire id", rule="PROTO-DTYPE-ID"
+        ) from None

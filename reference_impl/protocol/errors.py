@@ -8,7 +8,15 @@ from __future__ import annotations
 
 
 class ProtocolError(ValueError):
-    """Base class of every protocol error (SPEC "Protocol messages and keys")."""
+    """Base class of every protocol error (SPEC "Protocol messages and keys").
+
+    ``rule`` is the id of the SPEC.md rule the raise site enforces (``KV-LEN``,
+    ``PROTO-DTYPE-ID``, ...), or None where no single rule applies.
+    """
+
+    def __init__(self, *args: object, rule: str | None = None) -> None:
+        super().__init__(*args)
+        self.rule = rule
 
 
 class MalformedMessageError(ProtocolError):

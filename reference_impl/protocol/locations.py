@@ -22,14 +22,18 @@ def location_from_id(value: int) -> str | None:
     try:
         return INT_TO_LOCATION[value]
     except KeyError:
-        raise UnknownIdError(f"unknown location id {value}") from None
+        raise UnknownIdError(f"unknown location id {value}", rule="PROTO-LOCATION-ID") from None
 
 
 def location_to_id(location: object) -> int:
     """The id a writer emits for a backend name; an unknown name is refused."""
     if location is not None and not isinstance(location, str):
-        raise UnencodableMessageError(f"location must be a str or None, got {location!r}")
+        raise UnencodableMessageError(
+            f"location must be a str or None, got {location!r}", rule="PROTO-LOCATION-ID"
+        )
     try:
         return LOCATION_TO_INT[location]
     except KeyError:
-        raise UnencodableMessageError(f"location {location!r} has no wire id") from None
+        raise UnencodableMessageError(
+            f"location {location!r} has no wire id", rule="PROTO-LOCATION-ID"
+        ) from None

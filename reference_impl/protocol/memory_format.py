@@ -46,11 +46,13 @@ def memory_format_from_id(value: int) -> MemoryFormat:
     try:
         return MemoryFormat(value)
     except ValueError:
-        raise UnknownIdError(f"unknown memory format id {value}") from None
+        raise UnknownIdError(f"unknown memory format id {value}", rule="PROTO-FMT-ID") from None
 
 
 def memory_format_to_id(fmt: object) -> int:
     """The id a writer emits for ``fmt``; anything but a :class:`MemoryFormat` is refused."""
     if not isinstance(fmt, MemoryFormat):
-        raise UnencodableMessageError(f"fmt must be a MemoryFormat, got {fmt!r}")
+        raise UnencodableMessageError(
+            f"fmt must be a MemoryFormat, got {fmt!r}", rule="PROTO-FMT-ID"
+        )
     return int(fmt.value)

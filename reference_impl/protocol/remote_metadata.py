@@ -41,13 +41,19 @@ _configured_groups: int | None = None
 
 def _group_count(num_groups: object) -> int:
     if isinstance(num_groups, bool):
-        raise RemoteMetadataError("num_groups must be an integer, got bool")
+        raise RemoteMetadataError(
+            "num_groups must be an integer, got bool", rule="PROTO-RMETA-GROUPS"
+        )
     try:
         count = operator.index(num_groups)  # type: ignore[arg-type]
     except TypeError:
-        raise RemoteMetadataError(f"num_groups must be an integer, got {num_groups!r}") from None
+        raise RemoteMetadataError(
+            f"num_groups must be an integer, got {num_groups!r}", rule="PROTO-RMETA-GROUPS"
+        ) from None
     if count < 1:
-        raise RemoteMetadataError(f"num_groups must be >= 1, got {count}")
+        raise RemoteMetadataError(
+            f"num_groups must be >= 1, got {count}", rule="PROTO-RMETA-GROUPS"
+        )
     return count
 
 
@@ -75,7 +81,9 @@ def reset_remote_metadata_info() -> None:
 def get_remote_metadata_bytes() -> int:
     """Header size for the configured group count; RemoteMetadataError if unset."""
     if _configured_groups is None:
-        raise RemoteMetadataError("init_remote_metadata_info() has not been called")
+        raise RemoteMetadataError(
+            "init_remote_metadata_info() has not been called", rule="PROTO-RMETA-GROUPS"
+        )
     return remote_metadata_size(_configured_groups)
 
 
@@ -92,11 +100,14 @@ class RemoteMetadata:
     def _params(self) -> tuple[struct.Struct, list[int]]:
         count = len(self.shapes)
         if count != len(self.dtypes):
-            raise RemoteMetadataError(f"{count} shapes but {len(self.dtypes)} dtypes")
+            raise RemoteMetadataError(
+                f"{count} shapes but {len(self.dtypes)} dtypes", rule="PROTO-RMETA-GROUPS"
+            )
         _group_count(count)
         if _configured_groups is not None and count != _configured_groups:
             raise RemoteMetadataError(
-                f"metadata has {count} groups; init_remote_metadata_info set {_configured_groups}"
+                f"metadata has {count} groups; init_remote_metadata_info set {_configured_groups}",
+                rule="PROTO-RMETA-GROUPS",
             )
         params = [
             require_int32("length", self.length, minimum=0),
@@ -104,7 +115,9 @@ class RemoteMetadata:
         ]
         for index, (shape, dtype) in enumerate(zip(self.shapes, self.dtypes, strict=True)):
             if dtype is None:
-                raise RemoteMetadataError(f"group {index} has no dtype (PROTO-RMETA-DTYPE)")
+                raise RemoteMetadataError(
+                    f"group {index} has no dtype (PROTO-RMETA-DTYPE)", rule="PROTO-RMETA-DTYPE"
+                )
             params.append(dtype_to_id(dtype))
             params.extend(pad_shape_to_4d(shape))
         return _layout(count), params
@@ -120,10 +133,13 @@ class RemoteMetadata:
         try:
             view = memoryview(buffer)
         except TypeError:
-            raise RemoteMetadataError(f"not a buffer: {type(buffer).__name__}") from None
+            raise RemoteMetadataError(
+                f"not a buffer: {type(buffer).__name__}", rule="PROTO-RMETA-LAYOUT"
+            ) from None
         if view.readonly or not view.c_contiguous or view.nbytes < layout.size:
             raise RemoteMetadataError(
-                f"buffer must be writable, contiguous and >= {layout.size} bytes"
+                f"buffer must be writable, contiguous and >= {layout.size} bytes",
+                rule="PROTO-RMETA-LAYOUT",
             )
         layout.pack_into(view.cast("B"), 0, *params)
 
@@ -143,25 +159,29 @@ class RemoteMetadata:
             extra = len(view) - REMOTE_METADATA_HEADER_BYTES
             if extra < REMOTE_METADATA_GROUP_BYTES or extra % REMOTE_METADATA_GROUP_BYTES:
                 raise RemoteMetadataError(
-                    f"RemoteMetadata length {len(view)} is not 8 + 20 * n with n >= 1"
+                    f"RemoteMetadata length {len(view)} is not 8 + 20 * n with n >= 1",
+                    rule="PROTO-RMETA-GROUPS",
                 )
             count = extra // REMOTE_METADATA_GROUP_BYTES
         size = remote_metadata_size(count)
         if len(view) < size:
             raise RemoteMetadataError(
-                f"RemoteMetadata with {count} groups needs {size} bytes, got {len(view)}"
+                f"RemoteMetadata with {count} groups needs {size} bytes, got {len(view)}",
+                rule="PROTO-RMETA-GROUPS",
             )
         values = _layout(count).unpack_from(view)
         length, fmt_id = values[0], values[1]
         if length < 0:
-            raise RemoteMetadataError(f"negative length field {length}")
+            raise RemoteMetadataError(f"negative length field {length}", rule="PROTO-LENGTH-NONNEG")
         fmt = memory_format_from_id(fmt_id)
         shapes: list[torch.Size] = []
         dtypes: list[torch.dtype] = []
         for base in range(2, len(values), 5):
             dtype = dtype_from_id(values[base])
             if dtype is None:
-                raise RemoteMetadataError(f"group {len(shapes)} has dtype id 0 (no dtype)")
+                raise RemoteMetadataError(
+                    f"group {len(shapes)} has dtype id 0 (no dtype)", rule="PROTO-RMETA-DTYPE"
+                )
             dtypes.append(dtype)
             shapes.append(strip_shape_padding(values[base + 1 : base + 5], fmt))
         return RemoteMetadata(length, shapes, dtypes, fmt)

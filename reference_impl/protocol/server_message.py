@@ -64,13 +64,16 @@ class ServerMetaMessage:
         view = byte_view(s)
         if len(view) != SERVER_META_STRUCT.size:
             raise MalformedMessageError(
-                f"ServerMetaMessage is {SERVER_META_STRUCT.size} bytes, got {len(view)}"
+                f"ServerMetaMessage is {SERVER_META_STRUCT.size} bytes, got {len(view)}",
+                rule="PROTO-EXACT-LENGTH",
             )
         code, length, fmt_id, dtype_id, d0, d1, d2, d3, location_id = SERVER_META_STRUCT.unpack(
             view
         )
         if length < 0:
-            raise MalformedMessageError(f"negative length field {length}")
+            raise MalformedMessageError(
+                f"negative length field {length}", rule="PROTO-LENGTH-NONNEG"
+            )
         fmt = memory_format_from_id(fmt_id)
         return ServerMetaMessage(
             return_code_from_id(code),

@@ -18,15 +18,20 @@ SHAPE_SLOTS = 4
 
 def _dimension(index: int, value: object) -> int:
     if isinstance(value, bool):
-        raise ShapeError(f"shape dimension {index} must be an integer, got bool")
+        raise ShapeError(
+            f"shape dimension {index} must be an integer, got bool", rule="PROTO-SHAPE-DIMS"
+        )
     try:
         dim = operator.index(value)  # type: ignore[arg-type]
     except TypeError:
         raise ShapeError(
-            f"shape dimension {index} must be an integer, got {type(value).__name__}"
+            f"shape dimension {index} must be an integer, got {type(value).__name__}",
+            rule="PROTO-INT32",
         ) from None
     if not 0 <= dim <= INT32_MAX:
-        raise ShapeError(f"shape dimension {index}={dim} is outside [0, {INT32_MAX}]")
+        raise ShapeError(
+            f"shape dimension {index}={dim} is outside [0, {INT32_MAX}]", rule="PROTO-SHAPE-DIMS"
+        )
     return dim
 
 
@@ -38,7 +43,10 @@ def pad_shape_to_4d(shape: Sequence[int]) -> list[int]:
     A 0-D shape pads to ``[0, 0, 0, 0]`` (and reads back as ``[0]``; see PROTO-SHAPE-PAD).
     """
     if len(shape) > SHAPE_SLOTS:
-        raise ShapeError(f"shape has {len(shape)} dimensions; the wire carries at most 4")
+        raise ShapeError(
+            f"shape has {len(shape)} dimensions; the wire carries at most 4",
+            rule="PROTO-SHAPE-RANK",
+        )
     dims = [_dimension(i, value) for i, value in enumerate(shape)]
     return dims + [0] * (SHAPE_SLOTS - len(dims))
 
@@ -54,7 +62,9 @@ def strip_shape_padding(
     (``[4, 0]`` written as ``[4, 0, 0, 0]``) reads back as ``[4]``.
     """
     if len(dims) != SHAPE_SLOTS:
-        raise ShapeError(f"expected {SHAPE_SLOTS} shape slots, got {len(dims)}")
+        raise ShapeError(
+            f"expected {SHAPE_SLOTS} shape slots, got {len(dims)}", rule="PROTO-SHAPE-PAD"
+        )
     checked = [_dimension(i, value) for i, value in enumerate(dims)]
     if fmt in UNPADDED_FORMATS:
         return torch.Size(checked)
