@@ -330,6 +330,8 @@ class PythonDriver(Driver):
         kwargs.update({name: value for name, value in meta.items() if value is not None})
         if v_scales is not None:
             scales = tensor_from_bytes(v_scales, torch.float32, list(scales_shape or []))
+            # Q-SCALE: V is quantized with the scales as stored, in scale_dtype.
+            scales = scales.to(dtype_from_name(scale_dtype) or torch.float32)
             scope = kc.ScaleScope(scale_scope)
             kwargs["precomputed_v_scales"] = scales
             kwargs["precomputed_v_quant"] = kc.quantize_v_fp8(

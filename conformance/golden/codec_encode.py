@@ -310,6 +310,23 @@ def special_values(cv: CodecVectors) -> None:
                 v_scales=amax / (4 * 448.0),
             )
         )
+        # Static float32 scales stored as float16: V must be quantized with the rounded ones.
+        cv.add_encode(
+            EncodeSpec(
+                f"enc-static-scale-float16-per_layer_head-{dt_name}",
+                "Q-SCALE",
+                "static float32 scales a little above amax/448, stored as float16: V is "
+                "quantized with the stored (rounded) scales, not the float32 ones given",
+                lay,
+                dtype,
+                PER_LAYER_HEAD,
+                k,
+                v,
+                ["static-scales", "scale-dtype"],
+                v_scales=amax / 448.0 * 4.0 * 1.0007,
+                scale_dtype="float16",
+            )
+        )
         for scale_dtype in ("float16", "bfloat16", "float64"):
             cv.add_encode(
                 EncodeSpec(
