@@ -7,6 +7,9 @@
 - ``exec:CMD``: a program in any language speaking conformance/TESTEE.md on stdin/stdout.
 - ``c`` / ``c-asan``: the C testee of conformance/testees/c, built on first use with the
   system ``cc`` (``c-asan`` with AddressSanitizer and UndefinedBehaviorSanitizer).
+- servers and clients of the protocol on a connection: ``reference-server``,
+  ``upstream-server``, ``server:CMD``, ``server-at:127.0.0.1:PORT``, ``reference-client``,
+  ``upstream-client`` (conformance/drivers/server_driver.py and client_driver.py).
 """
 
 from __future__ import annotations
@@ -23,6 +26,13 @@ def load_driver(spec: str) -> Driver:
         driver = load_in_process(spec)
         if driver is not None:
             return driver
+        if spec.endswith(("-server", "-client")) or spec.startswith(("server:", "server-at:")):
+            from conformance.drivers.client_driver import load_client
+            from conformance.drivers.server_driver import load_server
+
+            socket_driver = load_server(spec) or load_client(spec)
+            if socket_driver is not None:
+                return socket_driver
         if spec.startswith("exec:"):
             from conformance.drivers.exec_driver import ExecDriver
 
@@ -39,5 +49,7 @@ def load_driver(spec: str) -> Driver:
     except ImportError as exc:
         raise DriverError(f"--impl {spec}: cannot import it: {exc}") from exc
     raise DriverError(
-        f"--impl {spec!r}: expected reference, upstream, c, c-asan, python:PKG or exec:CMD"
+        f"--impl {spec!r}: expected reference, upstream, c, c-asan, python:PKG, exec:CMD, "
+        "reference-server, upstream-server, server:CMD, server-at:127.0.0.1:PORT, "
+        "reference-client or upstream-client"
     )

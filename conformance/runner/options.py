@@ -14,7 +14,9 @@ def add_options(parser: pytest.Parser) -> None:
         default=[],
         metavar="SPEC",
         help="implementation under test (repeatable): reference, upstream, python:PKG, "
-        "exec:CMD (default: reference)",
+        "exec:CMD, c, c-asan; servers: reference-server, upstream-server, server:CMD, "
+        "server-at:127.0.0.1:PORT; clients: reference-client, upstream-client "
+        "(default: reference)",
     )
     group.addoption(
         "--level",
