@@ -138,10 +138,11 @@ class ServerDriver(Driver):
         self._address = ("127.0.0.1", port)
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
+            returncode = self.process.poll()
+            if returncode is not None:
                 tail = self.stderr_tail()
                 self.close()
-                raise DriverError(f"{self.name}: exited with {self.process.returncode}: {tail}")
+                raise DriverError(f"{self.name}: exited with {returncode}: {tail}")
             try:
                 with socket.create_connection(self._address, timeout=0.5):
                     return
