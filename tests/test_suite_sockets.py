@@ -68,8 +68,7 @@ def test_codec_run_has_no_socket_tests() -> None:
 
 @pytest.mark.parametrize(
     "spec",
-    ["server-at:10.0.0.1:80", "server-at:example.com:80", "server-at:127.0.0.1:0",
-     "server:true"],
+    ["server-at:10.0.0.1:80", "server-at:example.com:80", "server-at:127.0.0.1:0", "server:true"],
 )
 def test_socket_specs_refused(spec: str) -> None:
     """Only loopback addresses; a started server's command names {port}."""

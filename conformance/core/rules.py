@@ -521,8 +521,7 @@ _RULES: tuple[Rule, ...] = (
     Rule(
         "PROTO-CLI-MISSING",
         MUST,
-        "A 400 reply reads as no value (GET) or not stored (EXIST); the connection stays "
-        "usable.",
+        "A 400 reply reads as no value (GET) or not stored (EXIST); the connection stays usable.",
     ),
     Rule(
         "PROTO-CLI-REPLY-CHECK",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import importlib
 import socket
 from collections.abc import Sequence
 from types import SimpleNamespace
@@ -25,6 +26,7 @@ from typing import Any
 import torch
 
 from conformance.drivers.base import Driver, DriverError, ImplInfo
+from conformance.drivers.upstream_driver import _quiet_lmcache_logging
 
 CLIENT_KINDS = ("reference-client", "upstream-client")
 CALL_TIMEOUT = 3.0
@@ -128,7 +130,8 @@ class _StubMemoryObj:
 
     @property
     def byte_array(self) -> memoryview:
-        return memoryview(self.tensor.view(torch.uint8).numpy()).cast("B")
+        array: Any = self.tensor.view(torch.uint8).numpy()
+        return memoryview(array).cast("B")
 
     def get_shape(self) -> torch.Size:
         return self.tensor.shape
@@ -159,10 +162,11 @@ class _StubBackend:
 
 class _UpstreamSession(ClientSession):
     def __init__(self, host: str, port: int) -> None:
-        from lmcache.v1.storage_backend.connector.lm_connector import LMCServerConnector
-
+        connector = importlib.import_module("lmcache.v1.storage_backend.connector.lm_connector")
+        self.utils = importlib.import_module("lmcache.utils")
+        self.memory = importlib.import_module("lmcache.v1.memory_management")
         self.loop = asyncio.new_event_loop()
-        self.conn = LMCServerConnector(host, port, self.loop, _StubBackend())  # type: ignore[arg-type]
+        self.conn = connector.LMCServerConnector(host, port, self.loop, _StubBackend())
         self.conn.client_socket.settimeout(CALL_TIMEOUT)  # the suite's bound, not upstream's
 
     def _run(self, coro: Any) -> Any:
@@ -171,11 +175,8 @@ class _UpstreamSession(ClientSession):
         except Exception as exc:
             raise _guard(exc) from exc
 
-    @staticmethod
-    def _key(key: str) -> Any:
-        from lmcache.utils import parse_cache_key
-
-        return parse_cache_key(key)
+    def _key(self, key: str) -> Any:
+        return self.utils.parse_cache_key(key)
 
     def get(self, key: str) -> bytes | None:
         obj = self._run(self.conn.get(self._key(key)))
@@ -185,10 +186,9 @@ class _UpstreamSession(ClientSession):
         return bool(self._run(self.conn.exists(self._key(key))))
 
     def put(self, key: str, data: bytes, dtype: torch.dtype, shape: Sequence[int]) -> None:
-        from lmcache.v1.memory_management import MemoryFormat
-
         tensor = torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype).reshape(shape)
-        self._run(self.conn.put(self._key(key), _StubMemoryObj(tensor, MemoryFormat.KV_2LTD)))  # type: ignore[arg-type]
+        obj = _StubMemoryObj(tensor, self.memory.MemoryFormat.KV_2LTD)
+        self._run(self.conn.put(self._key(key), obj))
 
     def close(self) -> None:
         try:
@@ -213,7 +213,8 @@ def load_client(spec: str) -> ClientDriver | None:
         from importlib.metadata import PackageNotFoundError, version
 
         try:
-            import lmcache.v1.storage_backend.connector.lm_connector  # noqa: F401
+            importlib.import_module("lmcache.v1.storage_backend.connector.lm_connector")
+            _quiet_lmcache_logging()
         except ImportError as exc:
             raise DriverError(f"--impl upstream-client: cannot import it: {exc}") from exc
         try:

@@ -122,7 +122,7 @@ class ServerDriver(Driver):
         assert self.command is not None
         port = free_port()
         argv = [part.replace("{port}", str(port)) for part in self.command]
-        self._stderr = tempfile.TemporaryFile()
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
         self.process = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,

@@ -124,9 +124,7 @@ class ConformancePlugin:
                     dropped.append(item)  # no producer x consumer pair: nothing to run
                     continue
                 producer, consumer = params["pair"]
-            if any(
-                f in params and params[f] not in self.drivers for f in ("impl", *SOCKET_KINDS)
-            ):
+            if any(f in params and params[f] not in self.drivers for f in ("impl", *SOCKET_KINDS)):
                 dropped.append(item)  # no implementation of this kind: nothing to run
                 continue
             impl = next((params[f] for f in ("impl", *SOCKET_KINDS) if f in params), consumer)

@@ -11,6 +11,8 @@ records the requests and whether the client closed its end. Its lifetime is boun
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import struct
 import threading
 from collections.abc import Sequence
@@ -46,7 +48,7 @@ class Step:
 
     def pieces(self) -> list[bytes]:
         points = [0, *sorted(c for c in self.cuts if 0 < c < len(self.data)), len(self.data)]
-        return [self.data[a:b] for a, b in zip(points, points[1:], strict=False)]
+        return [self.data[a:b] for a, b in itertools.pairwise(points)]
 
 
 @dataclass
@@ -86,10 +88,8 @@ class ScriptedServer:
         server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
         self.port = int(server.sockets[0].getsockname()[1])
         self._ready.set()
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopped.wait(), LIFETIME)
-        except TimeoutError:
-            pass
         server.close()
         for task in asyncio.all_tasks() - {asyncio.current_task()}:
             task.cancel()

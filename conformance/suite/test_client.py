@@ -31,14 +31,14 @@ SPLITS = {
 }
 
 
-def _get(client: ClientDriver, steps: list[Step]) -> tuple[bytes | None | Exception, bool]:
+def _get(client: ClientDriver, steps: list[Step]) -> tuple[bytes | Exception | None, bool]:
     """GET KEY against a server playing ``steps``: (value, None or the exception raised;
     whether the client closed its connection within CLOSE_WAIT afterwards)."""
     with ScriptedServer(list(steps)) as server:
         session = client.connect(*server.address)
         try:
             try:
-                result: bytes | None | Exception = session.get(KEY)
+                result: bytes | Exception | None = session.get(KEY)
             except (ClientRefused, ClientHung) as exc:
                 result = exc
             closed = server.client_closed.wait(CLOSE_WAIT)
@@ -93,7 +93,7 @@ def test_early_close(client: ClientDriver, case: str) -> None:
     result, _ = _get(client, [EARLY_CLOSES[case]])
     assert not isinstance(result, ClientHung), f"the client did not notice the close: {result}"
     assert not isinstance(result, bytes), (
-        f"GET returned {len(result)} bytes from a reply cut short ({case})"  # type: ignore[arg-type]
+        f"GET returned {len(result)} bytes from a reply cut short ({case})"
     )
 
 
@@ -115,7 +115,7 @@ def test_bad_reply_refused(client: ClientDriver, case: str) -> None:
     result, closed = _get(client, [BAD_REPLIES[case]])
     assert not isinstance(result, ClientHung), f"the client hung on the reply: {result}"
     assert not isinstance(result, bytes), (
-        f"GET returned a value ({len(result)} bytes) from the reply {case}"  # type: ignore[arg-type]
+        f"GET returned a value ({len(result)} bytes) from the reply {case}"
     )
     assert closed, f"the client refused the reply {case} but kept the connection open"
 

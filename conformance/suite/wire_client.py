@@ -94,8 +94,14 @@ class Conn:
             data = self.recv_exact(length)
         return Reply(code, length, fmt, dtype, (s0, s1, s2, s3), loc, data)
 
-    def put(self, key: str, data: bytes, fmt: int = 1, dtype: int = 3,
-            slots: Sequence[int] | None = None) -> None:
+    def put(
+        self,
+        key: str,
+        data: bytes,
+        fmt: int = 1,
+        dtype: int = 3,
+        slots: Sequence[int] | None = None,
+    ) -> None:
         if slots is None:
             slots = (len(data) // DTYPE_SIZE[dtype], 0, 0, 0)
         self.send(header(PUT, len(data), fmt, dtype, 0, slots, key) + data)

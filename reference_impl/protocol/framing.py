@@ -33,7 +33,9 @@ CONTROL_KEY = "lmckv@1@0@0@half"
 MAX_WIRE_LENGTH = 2**31 - 1
 
 
-def expected_length(fmt: MemoryFormat, dtype: torch.dtype | None, shape: Sequence[int]) -> int | None:
+def expected_length(
+    fmt: MemoryFormat, dtype: torch.dtype | None, shape: Sequence[int]
+) -> int | None:
     """The payload size a tensor format's shape and dtype fix; None for the byte formats
     (UNDEFINED, BINARY, BINARY_BUFFER); -1 for a tensor format without a dtype (which no
     length satisfies)."""

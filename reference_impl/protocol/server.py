@@ -170,9 +170,7 @@ async def _read_payload(reader: asyncio.StreamReader, length: int, idle: float) 
     data = bytearray()
     while len(data) < length:
         try:
-            piece = await asyncio.wait_for(
-                reader.read(min(READ_PIECE, length - len(data))), idle
-            )
+            piece = await asyncio.wait_for(reader.read(min(READ_PIECE, length - len(data))), idle)
         except TimeoutError as exc:
             raise CloseConnection("payload stalled") from exc
         if not piece:
@@ -206,17 +204,18 @@ async def handle_requests(
                 if wanted is not None and wanted != meta.length:
                     raise CloseConnection(f"length {meta.length} but shape x dtype {wanted}")
                 data = await _read_payload(reader, meta.length, config.idle_timeout)
-                entry = Entry(meta.fmt, meta.dtype, (slots[0], slots[1], slots[2], slots[3]),
-                              bytes(data))
+                entry = Entry(
+                    meta.fmt, meta.dtype, (slots[0], slots[1], slots[2], slots[3]), bytes(data)
+                )
                 store.put(key, entry)
                 continue
             if meta.command == ClientCommand.GET:
-                entry = store.get(key)
-                if entry is None:
+                found = store.get(key)
+                if found is None:
                     writer.write(_reply(ServerReturnCode.FAIL))
                 else:
-                    writer.write(_reply(ServerReturnCode.SUCCESS, entry))
-                    writer.write(entry.data)
+                    writer.write(_reply(ServerReturnCode.SUCCESS, found))
+                    writer.write(found.data)
             elif meta.command == ClientCommand.EXIST:
                 code = ServerReturnCode.SUCCESS if key in store else ServerReturnCode.FAIL
                 writer.write(_reply(code))
