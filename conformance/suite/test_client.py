@@ -47,7 +47,7 @@ def _get(client: ClientDriver, steps: list[Step]) -> tuple[bytes | Exception | N
     return result, closed
 
 
-@pytest.mark.parametrize("split", list(SPLITS))
+@pytest.mark.parametrize("split", [pytest.param(n, id=n) for n in SPLITS])
 @rule("PROTO-CLI-WHOLE-FRAMES")
 def test_get_reads_whole_frames(client: ClientDriver, split: str) -> None:
     result, _ = _get(client, [SPLITS[split]])
@@ -87,7 +87,7 @@ EARLY_CLOSES = {
 }
 
 
-@pytest.mark.parametrize("case", list(EARLY_CLOSES))
+@pytest.mark.parametrize("case", [pytest.param(n, id=n) for n in EARLY_CLOSES])
 @rule("PROTO-CLI-EARLY-CLOSE")
 def test_early_close(client: ClientDriver, case: str) -> None:
     result, _ = _get(client, [EARLY_CLOSES[case]])
@@ -108,7 +108,7 @@ BAD_REPLIES = {
 }
 
 
-@pytest.mark.parametrize("case", list(BAD_REPLIES))
+@pytest.mark.parametrize("case", [pytest.param(n, id=n) for n in BAD_REPLIES])
 @rule("PROTO-CLI-REPLY-CHECK")
 def test_bad_reply_refused(client: ClientDriver, case: str) -> None:
     """No value from the reply, and the connection (whose framing is lost) closed."""

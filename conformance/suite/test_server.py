@@ -367,7 +367,7 @@ BAD_HEADERS = {
 }
 
 
-@pytest.mark.parametrize("name", list(BAD_HEADERS))
+@pytest.mark.parametrize("name", [pytest.param(n, id=n) for n in BAD_HEADERS])
 @rule("PROTO-SRV-BAD-HEADER")
 def test_bad_header(server: ServerDriver, name: str) -> None:
     """The server closes the connection, sends no SUCCESS, stores nothing, serves others."""
