@@ -33,7 +33,9 @@ from reference_impl.protocol.memory_format import MemoryFormat
 from reference_impl.protocol.server_message import ServerMetaMessage
 
 #: The most payload bytes read (and held beyond those already received) at once.
-READ_PIECE = 64 * 1024
+READ_PIECE = 256 * 1024
+#: The stream reader's buffer: how far the transport reads ahead of the handler.
+READ_AHEAD = 1 << 20
 DEFAULT_CAPACITY = 1 << 30
 DEFAULT_MAX_CONNECTIONS = 256
 DEFAULT_IDLE_TIMEOUT = 30.0
@@ -74,7 +76,7 @@ class Entry:
     fmt: MemoryFormat
     dtype: torch.dtype | None
     slots: tuple[int, int, int, int]
-    data: bytes
+    data: bytes | bytearray  # never changed once stored
 
 
 @dataclass
@@ -204,9 +206,7 @@ async def handle_requests(
                 if wanted is not None and wanted != meta.length:
                     raise CloseConnection(f"length {meta.length} but shape x dtype {wanted}")
                 data = await _read_payload(reader, meta.length, config.idle_timeout)
-                entry = Entry(
-                    meta.fmt, meta.dtype, (slots[0], slots[1], slots[2], slots[3]), bytes(data)
-                )
+                entry = Entry(meta.fmt, meta.dtype, (slots[0], slots[1], slots[2], slots[3]), data)
                 store.put(key, entry)
                 continue
             if meta.command == ClientCommand.GET:
@@ -251,7 +251,7 @@ class CacheServer:
 
     async def start(self) -> tuple[str, int]:
         self._server = await asyncio.start_server(
-            self._connection, self.config.host, self.config.port, limit=READ_PIECE
+            self._connection, self.config.host, self.config.port, limit=READ_AHEAD
         )
         host, port = self._server.sockets[0].getsockname()[:2]
         return str(host), int(port)
