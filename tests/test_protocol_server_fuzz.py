@@ -9,6 +9,7 @@ does not depend on any length field (PROTO-SRV-UNTRUSTED-LENGTH)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import struct
 import tracemalloc
 
@@ -109,7 +110,7 @@ def _check_replies(raw: bytes) -> None:
 
 async def _feed(reader: asyncio.StreamReader, data: bytes, cuts: list[int]) -> None:
     points = [0, *cuts, len(data)]
-    for a, b in zip(points, points[1:], strict=False):
+    for a, b in itertools.pairwise(points):
         if b > a:
             reader.feed_data(data[a:b])
         await asyncio.sleep(0)
