@@ -45,6 +45,16 @@ REFERENCE_CAPACITY = 8 << 20
 REFERENCE_IDLE_TIMEOUT = 2.0
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to send SIGTERM when the process that started
+    it dies, so that a test process killed outright leaves no server behind."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port nothing listens on right now (the kernel's pick)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -129,6 +139,7 @@ class ServerDriver(Driver):
             stdout=subprocess.DEVNULL,
             stderr=self._stderr,
             env={**os.environ, **(self.env or {})},
+            preexec_fn=_die_with_parent,
         )
         atexit.register(self.close)
         log = os.environ.get("LMCKV_SERVER_LOG")
