@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import signal
 import sys
 from collections import OrderedDict
@@ -76,7 +77,9 @@ class Entry:
     fmt: MemoryFormat
     dtype: torch.dtype | None
     slots: tuple[int, int, int, int]
-    data: bytes | bytearray  # never changed once stored
+    data: bytes
+    #: The GET reply header, written once at PUT time.
+    reply: bytes = b""
 
 
 @dataclass
@@ -133,9 +136,12 @@ class CloseConnection(Exception):
     """Internal: the request cannot be served; the connection is closed (no reply)."""
 
 
+_EMPTY_REPLIES = {code: empty_reply(code) for code in ServerReturnCode}
+
+
 def _reply(code: ServerReturnCode, entry: Entry | None = None) -> bytes:
     if entry is None:
-        return empty_reply(code)
+        return _EMPTY_REPLIES[code]
     return ServerMetaMessage(
         code, len(entry.data), entry.fmt, entry.dtype, torch.Size(entry.slots)
     ).serialize()
@@ -160,25 +166,29 @@ async def _read_header(reader: asyncio.StreamReader, idle: float) -> bytes | Non
     if not first:
         return None
     try:
-        rest = await asyncio.wait_for(reader.readexactly(HEADER_SIZE - 1), idle)
+        async with asyncio.timeout(idle):
+            rest = await reader.readexactly(HEADER_SIZE - 1)
     except (asyncio.IncompleteReadError, TimeoutError) as exc:
         raise CloseConnection("header cut short or stalled") from exc
     return first + rest
 
 
-async def _read_payload(reader: asyncio.StreamReader, length: int, idle: float) -> bytearray:
-    """Exactly ``length`` bytes, read in pieces: memory grows with what arrives, never by
-    the length field (PROTO-SRV-UNTRUSTED-LENGTH)."""
-    data = bytearray()
-    while len(data) < length:
+async def _read_payload(reader: asyncio.StreamReader, length: int, idle: float) -> bytes:
+    """Exactly ``length`` bytes, read in pieces of at most READ_PIECE: memory grows with
+    what arrives, never by the length field (PROTO-SRV-UNTRUSTED-LENGTH)."""
+    pieces: list[bytes] = []
+    left = length
+    while left > 0:
         try:
-            piece = await asyncio.wait_for(reader.read(min(READ_PIECE, length - len(data))), idle)
+            async with asyncio.timeout(idle):
+                piece = await reader.readexactly(min(READ_PIECE, left))
         except TimeoutError as exc:
             raise CloseConnection("payload stalled") from exc
-        if not piece:
-            raise CloseConnection("payload cut short")
-        data += piece
-    return data
+        except asyncio.IncompleteReadError as exc:
+            raise CloseConnection("payload cut short") from exc
+        pieces.append(piece)
+        left -= len(piece)
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
 async def handle_requests(
@@ -207,6 +217,7 @@ async def handle_requests(
                     raise CloseConnection(f"length {meta.length} but shape x dtype {wanted}")
                 data = await _read_payload(reader, meta.length, config.idle_timeout)
                 entry = Entry(meta.fmt, meta.dtype, (slots[0], slots[1], slots[2], slots[3]), data)
+                entry = dataclasses.replace(entry, reply=_reply(ServerReturnCode.SUCCESS, entry))
                 store.put(key, entry)
                 continue
             if meta.command == ClientCommand.GET:
@@ -214,7 +225,7 @@ async def handle_requests(
                 if found is None:
                     writer.write(_reply(ServerReturnCode.FAIL))
                 else:
-                    writer.write(_reply(ServerReturnCode.SUCCESS, found))
+                    writer.write(found.reply or _reply(ServerReturnCode.SUCCESS, found))
                     writer.write(found.data)
             elif meta.command == ClientCommand.EXIST:
                 code = ServerReturnCode.SUCCESS if key in store else ServerReturnCode.FAIL
@@ -226,7 +237,8 @@ async def handle_requests(
                 writer.write(head)
                 writer.write(payload)
             try:
-                await asyncio.wait_for(writer.drain(), config.idle_timeout)
+                async with asyncio.timeout(config.idle_timeout):
+                    await writer.drain()
             except TimeoutError as exc:
                 raise CloseConnection("the client does not read its replies") from exc
     except CloseConnection as exc:
