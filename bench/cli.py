@@ -1,4 +1,4 @@
-"""Command line: ``lmckv bench run|compare|targets|cuda-check``.
+"""Command line: ``lmckv bench run|compare|targets|cuda-check|load``.
 
 - ``run [--quick|--full] --out DIR``: throughput (CPU, and CUDA when present) and accuracy
   (synthetic families and real KV); writes a new ``DIR/bench-<stamp>-<commit7>.jsonl``.
@@ -7,6 +7,8 @@
 - ``targets FILE [--strict]``: the reference's performance targets; ``--strict`` exits 1
   when one fails.
 - ``cuda-check --out DIR``: the short GPU check (``bench.cuda_check``).
+- ``load [--impl SERVER]... [--clients N] [--ops M] [--time-cap S] [--out DIR]``: loopback
+  load on the reference and upstream cache servers (``bench.load``).
 
 Exit codes: 0 success, 1 regression / failed target / failed check, 2 bad usage or input.
 """
@@ -81,6 +83,13 @@ def _cuda_check(args: argparse.Namespace) -> int:
     return run_check(args.out, quick=not args.full)
 
 
+def _load(args: argparse.Namespace) -> int:
+    from bench.load import SERVERS, LoadPlan, main_load
+
+    plan = LoadPlan(clients=args.clients, ops=args.ops, time_cap_s=args.time_cap)
+    return main_load(args.impl or list(SERVERS), plan, args.out)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``lmckv bench``."""
     parser = argparse.ArgumentParser(
@@ -142,6 +151,14 @@ def build_parser() -> argparse.ArgumentParser:
     cuda.add_argument("--out", type=Path, required=True, help="folder for cuda-check.json")
     cuda.add_argument("--full", action="store_true", help="more cases and rounds")
     cuda.set_defaults(func=_cuda_check)
+
+    load = sub.add_parser("load", help="loopback load on cache servers (bench/load.py)")
+    load.add_argument("--impl", action="append", help="reference-server, upstream-server")
+    load.add_argument("--clients", type=int, default=8, help="concurrent clients (default 8)")
+    load.add_argument("--ops", type=int, default=200, help="round trips per client and size")
+    load.add_argument("--time-cap", type=float, default=20.0, help="seconds per size at most")
+    load.add_argument("--out", type=Path, help="folder for a results file with the load rows")
+    load.set_defaults(func=_load)
     return parser
 
 

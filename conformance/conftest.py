@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from conformance.drivers import Driver
+from conformance.drivers.client_driver import ClientDriver
+from conformance.drivers.server_driver import ServerDriver
 from conformance.runner.options import add_options
 from conformance.runner.plugin import PLUGIN_NAME, ConformancePlugin, get_plugin
 
@@ -30,3 +32,21 @@ def pair(request: pytest.FixtureRequest) -> tuple[Driver, Driver]:
     drivers = get_plugin(request.config).drivers
     producer, consumer = request.param
     return drivers[producer], drivers[consumer]
+
+
+@pytest.fixture
+def server(request: pytest.FixtureRequest) -> ServerDriver:
+    """A running server under test (parametrized over the server --impl values; started on
+    first use in this process)."""
+    driver = get_plugin(request.config).drivers[request.param]
+    assert isinstance(driver, ServerDriver)
+    driver.address  # noqa: B018 - starts it
+    return driver
+
+
+@pytest.fixture
+def client(request: pytest.FixtureRequest) -> ClientDriver:
+    """A client implementation under test (parametrized over the client --impl values)."""
+    driver = get_plugin(request.config).drivers[request.param]
+    assert isinstance(driver, ClientDriver)
+    return driver

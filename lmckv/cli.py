@@ -44,6 +44,12 @@ def _fuzz(argv: list[str]) -> int:
     return cli.main(argv)
 
 
+def _serve(argv: list[str]) -> int:
+    from reference_impl.protocol import server
+
+    return server.main(argv)
+
+
 def _conformance(argv: list[str]) -> int:
     from lmckv import conformance_command
 
@@ -56,6 +62,7 @@ HANDED_OVER: dict[str, tuple[str, Callable[[list[str]], int]]] = {
     "report": ("build the HTML/PNG report from bench and conformance results", _report),
     "golden": ("regenerate the golden vectors, or --check them byte for byte", _golden),
     "fuzz": ("fuzz every decoder (reference and C testee)", _fuzz),
+    "serve": ("run the reference cache server (lm:// protocol) on loopback", _serve),
     "conformance": ("run the conformance suite: [--impl SPEC]... [pytest args]", _conformance),
 }
 

@@ -432,6 +432,103 @@ _RULES: tuple[Rule, ...] = (
         MUST,
         "A memory layout descriptor has as many dtypes as shapes; others are refused.",
     ),
+    # -- the protocol on a connection: servers -------------------------------------------
+    Rule(
+        "PROTO-SRV-FRAMING",
+        MUST,
+        "A server reads 186-byte headers and exactly length PUT payload bytes however split, "
+        "answers GET/EXIST/LIST/HEALTH once each in order, and nothing for PUT.",
+    ),
+    Rule(
+        "PROTO-SRV-ROUNDTRIP",
+        MUST,
+        "GET after a complete PUT replies 200 with the PUT's fmt, dtype, shape slots and "
+        "exact bytes; a later PUT of the key replaces the value.",
+    ),
+    Rule(
+        "PROTO-SRV-MISSING",
+        MUST,
+        "GET of a missing key replies 400 with length 0 and no payload; EXIST replies 200 "
+        "or 400 with length 0.",
+    ),
+    Rule("PROTO-SRV-HEALTH", MUST, "HEALTH replies 200 with length 0."),
+    Rule(
+        "PROTO-SRV-LIST",
+        MUST,
+        "LIST gets a reply: 200 with the stored keys separated by newlines, or 400 with "
+        "length 0; the connection stays usable.",
+    ),
+    Rule(
+        "PROTO-SRV-NO-PARTIAL",
+        MUST,
+        "A PUT's value is visible only once all length bytes arrived; a PUT cut short "
+        "leaves the key's previous value (or its absence).",
+    ),
+    Rule(
+        "PROTO-SRV-LENGTH-SHAPE",
+        MUST,
+        "A tensor-format PUT whose length differs from shape x dtype size (or has no dtype) "
+        "is not stored.",
+    ),
+    Rule(
+        "PROTO-SRV-CONCURRENT",
+        MUST,
+        "Connections are served independently; a value is replaced atomically (old or "
+        "new, whole, never a mix).",
+    ),
+    Rule(
+        "PROTO-SRV-CAPACITY",
+        MUST,
+        "A server bounds the bytes it stores by a capacity and applies a stated rule "
+        "there (the reference: LRU eviction; a value above the capacity is refused).",
+    ),
+    Rule(
+        "PROTO-SRV-BAD-HEADER",
+        MUST,
+        "A header that breaks the ClientMetaMessage reader rules, or a non-PUT with a "
+        "non-zero length, closes that connection without storing or succeeding.",
+    ),
+    Rule(
+        "PROTO-SRV-UNTRUSTED-LENGTH",
+        MUST,
+        "A server never allocates by a length field before the bytes arrive, and refuses "
+        "a length above its largest value at once.",
+    ),
+    Rule(
+        "PROTO-SRV-ISOLATION",
+        MUST,
+        "Nothing one connection sends affects what other connections read or store.",
+    ),
+    Rule(
+        "PROTO-SRV-IDLE",
+        SHOULD,
+        "A server bounds its open connections and closes connections stalled mid-frame "
+        "past an idle timeout.",
+    ),
+    # -- the protocol on a connection: clients -------------------------------------------
+    Rule(
+        "PROTO-CLI-WHOLE-FRAMES",
+        MUST,
+        "A client reads whole reply frames through short and delayed reads; it never "
+        "parses a partial header.",
+    ),
+    Rule(
+        "PROTO-CLI-EARLY-CLOSE",
+        MUST,
+        "A connection that ends before a whole reply frame is an error for that request, "
+        "never a partial value.",
+    ),
+    Rule(
+        "PROTO-CLI-MISSING",
+        MUST,
+        "A 400 reply reads as no value (GET) or not stored (EXIST); the connection stays usable.",
+    ),
+    Rule(
+        "PROTO-CLI-REPLY-CHECK",
+        MUST,
+        "A client validates reply headers and a GET length against shape x dtype and its "
+        "own limit, refusing (and closing) instead of returning a value.",
+    ),
 )
 
 RULES: dict[str, Rule] = {rule.id: rule for rule in _RULES}

@@ -8,6 +8,9 @@
   resolved and run from the caller's directory (``ExecSettings``).
 - ``c`` / ``c-asan``: the C testee of conformance/testees/c, built on first use with the
   system ``cc`` (``c-asan`` with AddressSanitizer and UndefinedBehaviorSanitizer).
+- servers and clients of the protocol on a connection: ``reference-server``,
+  ``upstream-server``, ``server:CMD``, ``server-at:127.0.0.1:PORT``, ``reference-client``,
+  ``upstream-client`` (conformance/drivers/server_driver.py and client_driver.py).
 """
 
 from __future__ import annotations
@@ -26,6 +29,13 @@ def load_driver(spec: str, settings: ExecSettings | None = None) -> Driver:
         driver = load_in_process(spec)
         if driver is not None:
             return driver
+        if spec.endswith(("-server", "-client")) or spec.startswith(("server:", "server-at:")):
+            from conformance.drivers.client_driver import load_client
+            from conformance.drivers.server_driver import load_server
+
+            socket_driver = load_server(spec) or load_client(spec)
+            if socket_driver is not None:
+                return socket_driver
         if spec.startswith("exec:"):
             from conformance.drivers.exec_driver import ExecDriver
 
@@ -42,5 +52,7 @@ def load_driver(spec: str, settings: ExecSettings | None = None) -> Driver:
     except ImportError as exc:
         raise DriverError(f"--impl {spec}: cannot import it: {exc}") from exc
     raise DriverError(
-        f"--impl {spec!r}: expected reference, upstream, c, c-asan, python:PKG or exec:CMD"
+        f"--impl {spec!r}: expected reference, upstream, c, c-asan, python:PKG, exec:CMD, "
+        "reference-server, upstream-server, server:CMD, server-at:127.0.0.1:PORT, "
+        "reference-client or upstream-client"
     )

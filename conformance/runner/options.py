@@ -32,8 +32,10 @@ def add_options(parser: pytest.Parser) -> None:
         default=[],
         metavar="SPEC",
         help="implementation under test (repeatable): reference, upstream, python:PKG, "
-        "c, c-asan, exec:CMD (default: reference). exec:CMD is resolved from the current "
-        "directory like a shell would, and runs there",
+        "c, c-asan, exec:CMD; servers: reference-server, upstream-server, server:CMD, "
+        "server-at:127.0.0.1:PORT; clients: reference-client, upstream-client "
+        "(default: reference). exec:CMD is resolved from the current directory like a "
+        "shell would, and runs there",
     )
     group.addoption(
         "--level",

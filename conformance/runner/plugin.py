@@ -42,6 +42,8 @@ PARTICIPANTS = pytest.StashKey[list[str]]()
 #: Why a test was not run: an implementation's testee stopped answering.
 STOPPED = pytest.StashKey[str]()
 UNEXPECTED_PASS = "unexpected pass: "
+#: Driver kinds that are their own fixtures (a server or client, not a codec driver).
+SOCKET_KINDS = ("server", "client")
 
 
 def get_plugin(config: pytest.Config) -> ConformancePlugin:
@@ -167,8 +169,16 @@ class ConformancePlugin:
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         names = list(self.drivers)
+        by_kind = {
+            fixture: [n for n, d in self.drivers.items() if d.info.kind == fixture]
+            for fixture in SOCKET_KINDS
+        }
+        codec = [n for n in names if self.drivers[n].info.kind not in SOCKET_KINDS]
         if "impl" in metafunc.fixturenames:
-            metafunc.parametrize("impl", names, indirect=True, ids=names)
+            metafunc.parametrize("impl", codec, indirect=True, ids=codec)
+        for fixture, kind_names in by_kind.items():  # servers and clients: their own tests
+            if fixture in metafunc.fixturenames:
+                metafunc.parametrize(fixture, kind_names, indirect=True, ids=kind_names)
         if "pair" in metafunc.fixturenames:
             pairs = matrix_pairs(self.drivers)
             metafunc.parametrize(
@@ -206,7 +216,10 @@ class ConformancePlugin:
                     dropped.append(item)  # no producer x consumer pair: nothing to run
                     continue
                 producer, consumer = params["pair"]
-            impl = params.get("impl", consumer)
+            if any(f in params and params[f] not in self.drivers for f in ("impl", *SOCKET_KINDS)):
+                dropped.append(item)  # no implementation of this kind: nothing to run
+                continue
+            impl = next((params[f] for f in ("impl", *SOCKET_KINDS) if f in params), consumer)
             item.user_properties += [
                 ("rule", rule.id),
                 ("level", rule.level),

@@ -1,0 +1,258 @@
+"""Server implementations under test: a cache server the suite talks to as a client.
+
+A server is a different kind of implementation from the codec drivers: it answers no
+TESTEE.md operation; the suite reaches it on a loopback TCP address (SPEC "The protocol on
+a connection"). The ``--impl`` values:
+
+- ``reference-server``: ``lmckv serve`` (this repository's reference server), started with
+  a small capacity and idle timeout so that the tests of those rules run quickly;
+- ``upstream-server``: ``python -m lmcache.v1.server 127.0.0.1 PORT cpu`` (lmcache 0.5.6);
+- ``server:CMD``: any command; ``{port}`` in it is replaced by a free loopback port;
+- ``server-at:127.0.0.1:PORT``: a server already running on a loopback address.
+
+A started server is started once per test process, on first use, and stopped (SIGTERM,
+then SIGKILL, by its PID) when the driver is closed. Only loopback addresses are used.
+Set ``LMCKV_SERVER_LOG`` to a file to have every started server's ``pid port`` appended
+(the self-test that checks nothing is left behind reads it).
+"""
+
+from __future__ import annotations
+
+import atexit
+import ipaddress
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from typing import IO, Any
+
+from conformance.drivers.base import Driver, DriverError, ImplInfo
+
+SERVER_KINDS = ("reference-server", "upstream-server")
+#: Seconds a started server may take until it accepts a connection.
+START_TIMEOUT = 10.0
+#: lmcache's server imports torch and most of lmcache first; the reference imports torch
+#: (both can take long on a loaded machine).
+UPSTREAM_START_TIMEOUT = 40.0
+REFERENCE_START_TIMEOUT = 30.0
+STOP_TIMEOUT = 5.0
+#: The reference server as the suite starts it: small enough to test its bounds quickly.
+REFERENCE_CAPACITY = 8 << 20
+REFERENCE_IDLE_TIMEOUT = 2.0
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to send SIGTERM when the process that started
+    it dies, so that a test process killed outright leaves no server behind."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on right now (the kernel's pick)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def require_loopback(host: str) -> str:
+    """``host`` when it is a loopback address literal; DriverError otherwise."""
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        raise DriverError(f"{host!r} is not an IP address (loopback only)") from None
+    if not address.is_loopback:
+        raise DriverError(f"{host} is not a loopback address; the suite connects to no other")
+    return str(address)
+
+
+class ServerDriver(Driver):
+    """A cache server on a loopback address, started by the suite or already running."""
+
+    def __init__(
+        self,
+        name: str,
+        version: str | None,
+        *,
+        command: list[str] | None = None,
+        address: tuple[str, int] | None = None,
+        start_timeout: float = START_TIMEOUT,
+        capacity_bytes: int | None = None,
+        idle_timeout: float | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.info = ImplInfo(name=name, kind="server", version=version, capabilities=[])
+        self.command = command
+        self._address = address
+        self.start_timeout = start_timeout
+        #: The server's stated capacity in payload bytes (None: it states none).
+        self.capacity_bytes = capacity_bytes
+        #: The server's stated idle timeout in seconds (None: it states none).
+        self.idle_timeout = idle_timeout
+        self.env = env
+        self.process: subprocess.Popen[bytes] | None = None
+        self._stderr: IO[bytes] | None = None
+        self._start_error: DriverError | None = None
+
+    def call(self, op: str, **fields: Any) -> dict[str, Any]:
+        return {"ok": False, "error": "unsupported", "message": "a server answers no operation"}
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """(host, port) of the running server, starting it first if the suite owns it."""
+        if self._address is None or (self.command is not None and self.process is None):
+            self.start()
+        assert self._address is not None
+        return self._address
+
+    def start(self) -> None:
+        """Start the server once; a failed start is reported again without a retry."""
+        if self._start_error is not None:
+            raise self._start_error
+        if self.command is None or self.process is not None:
+            return
+        try:
+            self._start()
+        except DriverError as exc:
+            self._start_error = exc
+            raise
+
+    def _start(self) -> None:
+        assert self.command is not None
+        port = free_port()
+        argv = [part.replace("{port}", str(port)) for part in self.command]
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
+        self.process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self._stderr,
+            env={**os.environ, **(self.env or {})},
+            preexec_fn=_die_with_parent,
+        )
+        atexit.register(self.close)
+        log = os.environ.get("LMCKV_SERVER_LOG")
+        if log:
+            with open(log, "a", encoding="utf-8") as out:
+                out.write(f"{self.process.pid} {port}\n")
+        self._address = ("127.0.0.1", port)
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            returncode = self.process.poll()
+            if returncode is not None:
+                tail = self.stderr_tail()
+                self.close()
+                raise DriverError(f"{self.name}: exited with {returncode}: {tail}")
+            try:
+                with socket.create_connection(self._address, timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        self.close()
+        raise DriverError(f"{self.name}: not accepting on port {port} after {self.start_timeout}s")
+
+    def alive(self) -> bool:
+        """False once a started server's process has exited."""
+        return self.process is None or self.process.poll() is None
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0, os.SEEK_END)
+        size = self._stderr.tell()
+        self._stderr.seek(max(0, size - limit))
+        return self._stderr.read().decode("utf-8", "replace")
+
+    def proc_status(self) -> dict[str, int]:
+        """VmPeak, VmHWM (kB) and Threads of a started server, from /proc; {} if unknown."""
+        if self.process is None or not os.path.exists(f"/proc/{self.process.pid}/status"):
+            return {}
+        out = {}
+        with open(f"/proc/{self.process.pid}/status", encoding="ascii") as status:
+            for line in status:
+                name, _, value = line.partition(":")
+                if name in ("VmPeak", "VmHWM", "VmRSS", "Threads"):
+                    out[name] = int(value.split()[0])
+        return out
+
+    def close(self) -> None:
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(STOP_TIMEOUT)
+        elif process is not None:
+            process.wait(STOP_TIMEOUT)
+        if self.command is not None:
+            self._address = None
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+
+def _upstream_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("lmcache")
+    except PackageNotFoundError:
+        return None
+
+
+def load_server(spec: str) -> ServerDriver | None:
+    """The server driver ``spec`` names, or None when it names no server."""
+    if spec == "reference-server":
+        return ServerDriver(
+            "reference-server",
+            None,
+            command=[
+                sys.executable,
+                "-m",
+                "lmckv",
+                "serve",
+                "--port",
+                "{port}",
+                "--capacity-bytes",
+                str(REFERENCE_CAPACITY),
+                "--idle-timeout",
+                str(REFERENCE_IDLE_TIMEOUT),
+            ],
+            start_timeout=REFERENCE_START_TIMEOUT,
+            capacity_bytes=REFERENCE_CAPACITY,
+            idle_timeout=REFERENCE_IDLE_TIMEOUT,
+        )
+    if spec == "upstream-server":
+        version = _upstream_version()
+        if version is None:
+            raise DriverError("--impl upstream-server: lmcache is not installed")
+        return ServerDriver(
+            "upstream-server",
+            version,
+            command=[sys.executable, "-m", "lmcache.v1.server", "127.0.0.1", "{port}", "cpu"],
+            start_timeout=UPSTREAM_START_TIMEOUT,
+        )
+    if spec.startswith("server:"):
+        command = shlex.split(spec.removeprefix("server:"))
+        if not command or not any("{port}" in part for part in command):
+            raise DriverError(f"--impl {spec}: the command must contain {{port}}")
+        return ServerDriver("server", None, command=command)
+    if spec.startswith("server-at:"):
+        host, sep, port = spec.removeprefix("server-at:").rpartition(":")
+        if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+            raise DriverError(f"--impl {spec}: expected server-at:127.0.0.1:PORT")
+        return ServerDriver("server-at", None, address=(require_loopback(host), int(port)))
+    return None
