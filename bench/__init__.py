@@ -3,5 +3,5 @@
 Measurement modules (``timing``, ``throughput``, ``accuracy``, ``realkv``) produce rows;
 ``results`` writes them as JSON Lines (format in ``bench/RESULTS.md``); ``compare`` and
 ``targets`` read results files back. ``cli.main`` is the entry point
-(``lmckv bench run|compare|targets|cuda-check``).
+(``lmckv bench run|compare|targets|gpu-check``).
 """

@@ -1,22 +1,27 @@
-"""Command line: ``lmckv bench run|compare|targets|cuda-check|load``.
+"""Command line: ``lmckv bench run|compare|targets|gpu-check|load``.
 
-- ``run [--quick|--full] --out DIR``: throughput (CPU, and CUDA when present) and accuracy
-  (synthetic families and real KV); writes a new ``DIR/bench-<stamp>-<commit7>.jsonl``.
-- ``compare BASE HEAD [--threshold X] [--threshold PATTERN=X] [--gate IMPL]``: per-figure
-  change and verdict; exit 1 on a regression of a gated implementation.
+- ``run [--quick|--full] --out DIR``: throughput (CPU, and CUDA when present, each in
+  several processes) and accuracy (synthetic families and real KV); writes a new
+  ``DIR/bench-<stamp>-<commit7>.jsonl``.
+- ``compare BASE HEAD [--min-effect [PATTERN=]X] [--alpha A] [--gate IMPL]
+  [--cross-machine]``: per-figure verdict (``bench.compare``).
 - ``targets FILE [--strict]``: the reference's performance targets; ``--strict`` exits 1
   when one fails.
-- ``cuda-check --out DIR``: the short GPU check (``bench.cuda_check``).
+- ``gpu-check --out DIR``: the short GPU check (``bench.gpu_check``).
 - ``load [--impl SERVER]... [--clients N] [--ops M] [--time-cap S] [--out DIR]``: loopback
   load on the reference and upstream cache servers (``bench.load``).
 
-Exit codes: 0 success, 1 regression / failed target / failed check, 2 bad usage or input.
+Exit codes: 0 success / no regression, 1 regression / failed target / failed check, 2 bad
+usage or input (``compare``: also runs from different machines without
+``--cross-machine``), 3 ``compare`` inconclusive / ``gpu-check`` skipped (no CUDA),
+4 ``gpu-check`` harness error (the device copy runs below its bandwidth floor).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from conformance.core.schemas import SchemaError
@@ -29,10 +34,13 @@ def _run(args: argparse.Namespace) -> int:
     from bench.targets import check_targets, format_checks
 
     mode = "full" if args.full else "quick"
+    plan = throughput.FULL if args.full else throughput.QUICK
+    if args.wall_clock:
+        plan = replace(plan, cpu_timer="perf_counter")
     path, counts, wall = run_benchmarks(
         args.out,
         mode=mode,
-        plan=throughput.FULL if args.full else throughput.QUICK,
+        plan=plan,
         real=not args.no_real,
         with_throughput=not args.no_throughput,
         with_accuracy=not args.no_accuracy,
@@ -48,23 +56,27 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from bench.compare import Thresholds, compare_files
+    from bench.compare import EXIT_USAGE, MachineMismatch, MinEffects, compare_files, exit_code
 
     try:
-        thresholds = Thresholds.parse(args.threshold)
-    except ValueError as exc:
+        min_effects = MinEffects.parse(args.min_effect)
+        changes, report = compare_files(
+            args.base,
+            args.head,
+            min_effects=min_effects,
+            alpha=args.alpha,
+            gated_impls=tuple(args.gate or ("reference",)),
+            relative=not args.absolute,
+            cross_machine=args.cross_machine,
+            json_out=args.json,
+        )
+    except (ValueError, MachineMismatch) as exc:
+        if isinstance(exc, SchemaError):
+            raise
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    changes, report = compare_files(
-        args.base,
-        args.head,
-        thresholds=thresholds,
-        gated_impls=tuple(args.gate or ("reference",)),
-        relative=not args.absolute,
-        json_out=args.json,
-    )
+        return EXIT_USAGE
     print(report)
-    return 1 if any(c.regression for c in changes) else 0
+    return exit_code(changes)
 
 
 def _targets(args: argparse.Namespace) -> int:
@@ -77,10 +89,10 @@ def _targets(args: argparse.Namespace) -> int:
     return 1 if args.strict and any(not c.passed for c in checks) else 0
 
 
-def _cuda_check(args: argparse.Namespace) -> int:
-    from bench.cuda_check import run_check
+def _gpu_check(args: argparse.Namespace) -> int:
+    from bench.gpu_check import run_check
 
-    return run_check(args.out, quick=not args.full)
+    return run_check(args.out, full=args.full)
 
 
 def _load(args: argparse.Namespace) -> int:
@@ -95,8 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lmckv bench",
         description="Run benchmarks, compare two results files, check the reference's targets, "
-        "or run the short GPU check. Exit status: 0 success, 1 regression, failed target or "
-        "failed check, 2 bad usage or input.",
+        "or run the short GPU check. Exit status: 0 success / no regression, 1 regression, "
+        "failed target or failed check, 2 bad usage or input, 3 compare inconclusive or "
+        "gpu-check skipped, 4 gpu-check harness error.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -113,6 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
     run.add_argument(
+        "--wall-clock",
+        action="store_true",
+        help="time CPU benchmarks on the wall clock (default: CPU time of the process)",
+    )
+    run.add_argument(
         "--threads",
         type=int,
         default=1,
@@ -124,12 +142,23 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("base", type=Path)
     cmp_.add_argument("head", type=Path)
     cmp_.add_argument(
-        "--threshold",
+        "--min-effect",
         action="append",
         default=[],
         metavar="[PATTERN=]X",
-        help="relative slowdown that fails (default 0.25); PATTERN globs "
-        "op/impl/device/scope/dtype/case, e.g. 'encode/*/cpu/*/*/page16=0.5'",
+        help="smallest slowdown called a regression (default 0.10); PATTERN globs "
+        "op/impl/device/scope/dtype/case, e.g. 'encode/*/cpu/*/*/page16=0.3'",
+    )
+    cmp_.add_argument(
+        "--alpha",
+        type=float,
+        default=0.001,
+        help="one-sided significance level of the Mann-Whitney U test (default 0.001)",
+    )
+    cmp_.add_argument(
+        "--cross-machine",
+        action="store_true",
+        help="compare runs from different machines (refused otherwise; every row is marked)",
     )
     cmp_.add_argument(
         "--gate", action="append", metavar="IMPL", help="implementations whose regressions fail"
@@ -137,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument(
         "--absolute",
         action="store_true",
-        help="compare raw times, not times relative to same-run upstream/limit baselines",
+        help="judge absolute per-round times, not ratios to same-run baselines",
     )
     cmp_.add_argument("--json", type=Path, help="also write the comparison as JSON")
     cmp_.set_defaults(func=_compare)
@@ -147,10 +176,12 @@ def build_parser() -> argparse.ArgumentParser:
     tgt.add_argument("--strict", action="store_true", help="exit 1 when a target fails")
     tgt.set_defaults(func=_targets)
 
-    cuda = sub.add_parser("cuda-check", help="short GPU check (correctness and CUDA target)")
-    cuda.add_argument("--out", type=Path, required=True, help="folder for cuda-check.json")
-    cuda.add_argument("--full", action="store_true", help="more cases and rounds")
-    cuda.set_defaults(func=_cuda_check)
+    gpu = sub.add_parser(
+        "gpu-check", help="short GPU check: byte identity, limits, accuracy on the device"
+    )
+    gpu.add_argument("--out", type=Path, required=True, help="folder for the check's files")
+    gpu.add_argument("--full", action="store_true", help="more cases and rounds")
+    gpu.set_defaults(func=_gpu_check)
 
     load = sub.add_parser("load", help="loopback load on cache servers (bench/load.py)")
     load.add_argument("--impl", action="append", help="reference-server, upstream-server")

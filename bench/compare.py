@@ -1,113 +1,85 @@
-"""Compare two results files: each throughput figure's change, a verdict, and a CI gate.
+"""Compare two results files: each figure's change, a verdict with its statistics, a CI gate.
 
-Rows are matched on ``op/impl/device/scope/dtype/case``. Each codec row is compared two
-ways: in absolute time, and relative to its baseline measured in the same rounds of the
-same run (upstream's row for the same op and scope, else for the same op in PER_TENSOR,
-else the row's limit: memcpy, crc32, d2d or h2d), i.e. in units of that baseline's median
-time. A time's spread is its interquartile interval (``q25_s`` to ``q75_s``; median +-
-IQR/2 for rows without quartiles).
+Rows are matched on ``op/impl/device/scope/dtype/case``. Each row of a gated
+implementation (default: reference) is judged on its **per-round ratio**: in every round of
+every process, its sample divided by the sample of its same-run baseline taken in that same
+round (upstream's row for the same op and scope, else upstream's PER_TENSOR row for the op,
+else the row's limit: memcpy, crc32, d2d, d2h_pageable or h2d_pageable). A machine that is
+busier in one round, one process or one run slows the baseline too, so the ratio cancels
+what the two share; absolute times would carry it into the verdict. Rows without a
+baseline, limits and upstream are judged on their absolute per-round times and are
+reported, never gated; ``--absolute`` judges every row on absolute times.
 
-Verdict, as asv and nvbench decide it: when the base and head intervals overlap the change
-is ``ambiguous`` (noise could explain it); a row is ``slower`` (``faster``) only when it is
-so in absolute time *and* against its same-run baseline, so that a busier machine (which
-slows the baseline too) or a noisy baseline alone cannot make a verdict. A ``slower`` row
-whose median change exceeds its threshold in both comparisons (default 25%, 50% for the
-``page16`` case; per-benchmark overrides by glob pattern) is a regression; regressions of
-the gated implementations (default: reference) make ``compare`` exit 1, so CI can gate on
-it. Limit rows, and rows with no baseline, are judged on absolute time alone; limits and
-upstream are reported, not gated. ``--absolute`` drops the same-run comparison.
+The base and head samples (9 per row in quick mode: 3 processes x 3 rounds) go to
+``bench.verdict.judge``: one-sided Mann-Whitney U at ``alpha`` (default 0.001 per
+direction) and a Hodges-Lehmann estimate of the ratio head/base with its interval, against
+a minimum effect (default 10%; per-benchmark overrides by glob). Outcomes: ``regression``,
+``improvement``, ``unchanged``, ``inconclusive``; ``new``/``missing`` for one-sided rows.
+
+Exit codes (``EXIT_*``): 0 no gated regression and nothing inconclusive, 1 a gated
+regression, 3 no regression but a gated row inconclusive, 2 bad usage or input (including
+two runs from different machines without ``--cross-machine``).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from bench.results import LIMIT_IMPLS, load
+from bench.verdict import ALPHA, MIN_EFFECT, Verdict, geomean, judge
 
-DEFAULT_THRESHOLD = 0.25
 KEY_FIELDS = ("op", "impl", "device", "scope", "dtype", "case")
+EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
 
 def bench_id(row: Mapping[str, Any]) -> str:
-    """``op/impl/device/scope/dtype/case`` (``-`` for a null field): what thresholds match."""
+    """``op/impl/device/scope/dtype/case`` (``-`` for a null field): what overrides match."""
     return "/".join("-" if row[f] is None else str(row[f]) for f in KEY_FIELDS)
 
 
-#: Built-in overrides: a 16-token page costs 50-500 us, mostly Python call overhead, which
-#: moves with machine load far more than bytes do.
-DEFAULT_OVERRIDES: tuple[tuple[str, float], ...] = (("*/page16", 0.5),)
-
-
 @dataclass(frozen=True)
-class Thresholds:
-    """Default relative slowdown, then (glob pattern, slowdown) overrides; the last match wins."""
+class MinEffects:
+    """Default minimum effect, then (glob pattern, effect) overrides; the last match wins."""
 
-    default: float = DEFAULT_THRESHOLD
-    overrides: tuple[tuple[str, float], ...] = DEFAULT_OVERRIDES
+    default: float = MIN_EFFECT
+    overrides: tuple[tuple[str, float], ...] = ()
 
     def for_id(self, ident: str) -> float:
-        """The threshold that applies to benchmark ``ident``."""
+        """The minimum effect that applies to benchmark ``ident``."""
         value = self.default
-        for pattern, threshold in self.overrides:
+        for pattern, effect in self.overrides:
             if fnmatch.fnmatchcase(ident, pattern):
-                value = threshold
+                value = effect
         return value
 
     @classmethod
-    def parse(cls, specs: Iterable[str]) -> Thresholds:
-        """From ``--threshold`` values: ``0.3`` sets the default for every benchmark (dropping
-        the built-in overrides), ``PATTERN=0.5`` overrides it where PATTERN matches."""
-        default = DEFAULT_THRESHOLD
-        overrides: list[tuple[str, float]] = list(DEFAULT_OVERRIDES)
+    def parse(cls, specs: Iterable[str]) -> MinEffects:
+        """From ``--min-effect`` values: ``0.2`` sets the default, ``PATTERN=0.5``
+        overrides it where PATTERN matches."""
+        default = MIN_EFFECT
+        overrides: list[tuple[str, float]] = []
         for spec in specs:
             pattern, sep, value = spec.rpartition("=")
             try:
                 number = float(value)
             except ValueError:
-                raise ValueError(f"threshold {spec!r}: {value!r} is not a number") from None
-            if number < 0:
-                raise ValueError(f"threshold {spec!r} is negative")
+                raise ValueError(f"min effect {spec!r}: {value!r} is not a number") from None
+            if number <= 0:
+                raise ValueError(f"min effect {spec!r} must be positive")
             if sep:
                 overrides.append((pattern, number))
             else:
                 default = number
-                overrides = [o for o in overrides if o not in DEFAULT_OVERRIDES]
         return cls(default, tuple(overrides))
 
 
-@dataclass(frozen=True)
-class Stat:
-    """Median and quartiles of a time (seconds) or of a time ratio."""
-
-    median: float
-    q25: float
-    q75: float
-
-
-def row_stat(row: Mapping[str, Any]) -> Stat:
-    """A row's time: quartiles ``q25_s``/``q75_s`` when recorded, else median +- IQR/2."""
-    if row.get("q25_s") is not None and row.get("q75_s") is not None:
-        return Stat(row["median_s"], row["q25_s"], row["q75_s"])
-    half = row["iqr_s"] / 2
-    return Stat(row["median_s"], row["median_s"] - half, row["median_s"] + half)
-
-
-def relative_stat(row: Mapping[str, Any], baseline: Mapping[str, Any]) -> Stat:
-    """A row's time in units of its same-run baseline's median time."""
-    mine, unit = row_stat(row), row_stat(baseline).median
-    return Stat(mine.median / unit, mine.q25 / unit, mine.q75 / unit)
-
-
-def verdict(base: Stat, head: Stat) -> str:
-    """``ambiguous`` when the interquartile intervals overlap, else ``faster``/``slower``."""
-    if head.q25 <= base.q75 and base.q25 <= head.q75:
-        return "ambiguous"
-    return "slower" if head.median > base.median else "faster"
+class MachineMismatch(ValueError):
+    """The two runs come from different machines (and ``--cross-machine`` was not given)."""
 
 
 def baseline_id(row: Mapping[str, Any]) -> list[str]:
@@ -127,27 +99,84 @@ def baseline_id(row: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def by_process(row: Mapping[str, Any]) -> list[list[float]]:
+    """A row's samples per process, in round order."""
+    groups: list[list[float]] = row["samples_by_process"]
+    return groups
+
+
+def round_ratios(row: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[float]:
+    """The row's sample over its baseline's sample of the same round of the same process
+    (processes whose round counts differ are left out)."""
+    return [
+        mine / base
+        for rows, bases in zip(by_process(row), by_process(baseline), strict=False)
+        if len(rows) == len(bases)
+        for mine, base in zip(rows, bases, strict=True)
+    ]
+
+
 @dataclass(frozen=True)
 class Change:
-    """One benchmark's comparison: head/base of the median time (``time_ratio``) and of the
-    time relative to the same-run baseline ``relative_to`` (``change``)."""
+    """One benchmark's comparison. ``ratio`` and its interval are head/base of what was
+    judged: the per-round ratio to ``relative_to``, or absolute time when that is None."""
 
     id: str
+    op: str
+    impl: str
     base_median_s: float | None
     head_median_s: float | None
-    time_ratio: float | None
     relative_to: str | None
-    change: float | None
-    verdict: str
-    threshold: float
-    regression: bool
+    outcome: str
+    gated: bool
+    min_effect: float
+    ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p_slower: float | None = None
+    p_faster: float | None = None
+    n: int | None = None
+
+    @property
+    def regression(self) -> bool:
+        """A gated row judged a regression."""
+        return self.gated and self.outcome == "regression"
+
+
+def _change(
+    ident: str,
+    b: Mapping[str, Any],
+    h: Mapping[str, Any],
+    against: str | None,
+    verdict: Verdict,
+    gated: bool,
+    min_effect: float,
+) -> Change:
+    return Change(
+        ident,
+        h["op"],
+        h["impl"],
+        b["median_s"],
+        h["median_s"],
+        against,
+        verdict.outcome,
+        gated,
+        min_effect,
+        verdict.ratio,
+        verdict.ci_low,
+        verdict.ci_high,
+        verdict.p_slower,
+        verdict.p_faster,
+        min(verdict.n_base, verdict.n_head),
+    )
 
 
 def compare_rows(
     base: Iterable[Mapping[str, Any]],
     head: Iterable[Mapping[str, Any]],
     *,
-    thresholds: Thresholds = Thresholds(),
+    min_effects: MinEffects = MinEffects(),
+    alpha: float = ALPHA,
     gated_impls: tuple[str, ...] = ("reference",),
     relative: bool = True,
 ) -> list[Change]:
@@ -157,54 +186,73 @@ def compare_rows(
     changes = []
     for ident in sorted(base_rows.keys() | head_rows.keys()):
         b, h = base_rows.get(ident), head_rows.get(ident)
-        threshold = thresholds.for_id(ident)
+        effect = min_effects.for_id(ident)
         if b is None or h is None:
+            row = h if b is None else b
+            assert row is not None
             changes.append(
                 Change(
                     ident,
+                    row["op"],
+                    row["impl"],
                     None if b is None else b["median_s"],
                     None if h is None else h["median_s"],
                     None,
-                    None,
-                    None,
                     "new" if b is None else "missing",
-                    threshold,
                     False,
+                    effect,
                 )
             )
             continue
-        absolute = (row_stat(b), row_stat(h))
-        against = next(
-            (c for c in baseline_id(h) if relative and c in base_rows and c in head_rows), None
-        )
-        judged = [absolute]
-        if against is not None:
-            judged.append(
-                (relative_stat(b, base_rows[against]), relative_stat(h, head_rows[against]))
-            )
-        calls = {verdict(bs, hs) for bs, hs in judged}
-        call = calls.pop() if len(calls) == 1 else "ambiguous"
-        ratios = [hs.median / bs.median for bs, hs in judged]
         gated = h["impl"] in gated_impls
-        regression = gated and call == "slower" and min(ratios) > 1.0 + threshold
-        changes.append(
-            Change(
-                ident,
-                b["median_s"],
-                h["median_s"],
-                ratios[0],
-                against,
-                ratios[-1] if against is not None else None,
-                call,
-                threshold,
-                regression,
-            )
+        against = (
+            next((c for c in baseline_id(h) if c in base_rows and c in head_rows), None)
+            if relative and gated
+            else None
         )
+        if against is None:
+            base_s, head_s = _flat(b), _flat(h)
+        else:
+            base_s = round_ratios(b, base_rows[against])
+            head_s = round_ratios(h, head_rows[against])
+        verdict = judge(base_s, head_s, alpha=alpha, min_effect=effect)
+        changes.append(_change(ident, b, h, against, verdict, gated, effect))
     return changes
 
 
-def format_table(changes: list[Change]) -> str:
-    """A plain-text table, one benchmark per line, regressions marked ``REGRESSION``."""
+def _flat(row: Mapping[str, Any]) -> list[float]:
+    return [s for samples in by_process(row) for s in samples]
+
+
+def exit_code(changes: Sequence[Change]) -> int:
+    """EXIT_REGRESSION, else EXIT_INCONCLUSIVE (a gated row inconclusive), else EXIT_OK."""
+    if any(c.regression for c in changes):
+        return EXIT_REGRESSION
+    if any(c.gated and c.outcome == "inconclusive" for c in changes):
+        return EXIT_INCONCLUSIVE
+    return EXIT_OK
+
+
+def op_geomeans(changes: Sequence[Change]) -> dict[str, tuple[float, int]]:
+    """Per op of the gated rows: geometric mean of their ratios, and how many rows."""
+    ratios: dict[str, list[float]] = {}
+    for c in changes:
+        if c.gated and c.ratio is not None:
+            ratios.setdefault(c.op, []).append(c.ratio)
+    return {op: (geomean(values), len(values)) for op, values in sorted(ratios.items())}
+
+
+def summary(changes: Sequence[Change]) -> dict[str, int]:
+    """How many rows of each outcome, and how many gated regressions (``regressions``)."""
+    counts: dict[str, int] = {}
+    for c in changes:
+        counts[c.outcome] = counts.get(c.outcome, 0) + 1
+    counts["regressions"] = sum(c.regression for c in changes)
+    return counts
+
+
+def format_table(changes: Sequence[Change], *, cross_machine: bool = False) -> str:
+    """A plain-text table, one benchmark per line; gated regressions marked ``REGRESSION``."""
 
     def pct(x: float | None) -> str:
         return f"{(x - 1) * 100:+.1f}%" if x is not None else "-"
@@ -212,64 +260,93 @@ def format_table(changes: list[Change]) -> str:
     def ms(x: float | None) -> str:
         return f"{x * 1e3:.3f}ms" if x is not None else "-"
 
+    tag = " [cross-machine]" if cross_machine else ""
     lines = [
-        f"{'benchmark':60} {'base':>11} {'head':>11} {'time':>8} {'vs same-run baseline':>30}"
-        "  verdict"
+        f"{'benchmark':58} {'base':>10} {'head':>10} {'change':>8} {'interval':>17} "
+        f"{'p':>8} {'judged on':>14}  outcome"
     ]
     for c in changes:
-        rel = f"{pct(c.change)} vs {c.relative_to.split('/')[1]}" if c.relative_to else "-"
-        flag = f"  REGRESSION (> +{c.threshold * 100:.0f}%)" if c.regression else ""
+        interval = f"{pct(c.ci_low)}..{pct(c.ci_high)}" if c.ci_low is not None else "-"
+        p_value = "-"
+        if c.p_slower is not None and c.p_faster is not None:
+            p_value = f"{min(c.p_slower, c.p_faster):.1e}"
+        judged = f"/{c.relative_to.split('/')[1]}" if c.relative_to else "time"
+        flag = "REGRESSION" if c.regression else c.outcome
+        ungated = "" if c.gated or c.outcome in ("new", "missing") else " (not gated)"
         lines.append(
-            f"{c.id:60} {ms(c.base_median_s):>11} {ms(c.head_median_s):>11} "
-            f"{pct(c.time_ratio):>8} {rel:>30}  {c.verdict}{flag}"
+            f"{c.id:58} {ms(c.base_median_s):>10} {ms(c.head_median_s):>10} "
+            f"{pct(c.ratio):>8} {interval:>17} {p_value:>8} {judged:>14}  "
+            f"{flag}{ungated}{tag}"
         )
     return "\n".join(lines)
-
-
-def summary(changes: list[Change]) -> dict[str, int]:
-    """How many changes of each verdict, and how many regressions."""
-    counts: dict[str, int] = {}
-    for c in changes:
-        counts[c.verdict] = counts.get(c.verdict, 0) + 1
-    counts["regressions"] = sum(c.regression for c in changes)
-    return counts
 
 
 def compare_files(
     base_path: Path,
     head_path: Path,
     *,
-    thresholds: Thresholds,
-    gated_impls: tuple[str, ...],
+    min_effects: MinEffects = MinEffects(),
+    alpha: float = ALPHA,
+    gated_impls: tuple[str, ...] = ("reference",),
     relative: bool = True,
+    cross_machine: bool = False,
     json_out: Path | None = None,
 ) -> tuple[list[Change], str]:
-    """Compare two results files; returns the changes and the printable report."""
+    """Compare two results files; returns the changes and the printable report.
+
+    Raises MachineMismatch when their ``machine_id`` differ and ``cross_machine`` is False.
+    """
     base_header, base_rows = load(base_path)
     head_header, head_rows = load(head_path)
+    machines = (base_header["machine_id"], head_header["machine_id"])
+    if machines[0] != machines[1] and not cross_machine:
+        raise MachineMismatch(
+            f"{base_path.name} was measured on machine {machines[0]}, {head_path.name} on "
+            f"{machines[1]}: timings of different machines do not compare "
+            "(--cross-machine compares them anyway, marking every row)"
+        )
+    crossed = machines[0] != machines[1]
     changes = compare_rows(
-        base_rows, head_rows, thresholds=thresholds, gated_impls=gated_impls, relative=relative
+        base_rows,
+        head_rows,
+        min_effects=min_effects,
+        alpha=alpha,
+        gated_impls=gated_impls,
+        relative=relative,
     )
     notes = []
-    for name in ("cpu_model", "gpu", "torch", "torch_threads"):
+    if crossed:
+        notes.append(
+            f"CROSS-MACHINE: base {machines[0]} vs head {machines[1]}; changes include the "
+            "difference between the machines"
+        )
+    for name in ("cpu_model", "gpu", "torch", "torch_threads", "lmcache"):
         if base_header["env"].get(name) != head_header["env"].get(name):
             notes.append(
                 f"note: env.{name} differs ({base_header['env'].get(name)!r} vs "
-                f"{head_header['env'].get(name)!r}): changes may reflect the machine"
+                f"{head_header['env'].get(name)!r})"
             )
+    geo = op_geomeans(changes)
     counts = summary(changes)
+    code = exit_code(changes)
     report = "\n".join(
         [
             f"base {base_path.name} ({base_header['mode']}), head {head_path.name} "
-            f"({head_header['mode']}); verdicts on "
-            + (
-                "absolute times and times relative to same-run baselines"
-                if relative
-                else "absolute times"
-            ),
+            f"({head_header['mode']}); Mann-Whitney U one-sided alpha {alpha:g}, minimum "
+            f"effect {min_effects.default:.0%} (overrides: {len(min_effects.overrides)}), "
+            "gated rows judged on "
+            + ("per-round ratios to same-run baselines" if relative else "absolute times"),
             *notes,
-            format_table(changes),
+            format_table(changes, cross_machine=crossed),
+            "geomean head/base per op (gated rows): "
+            + ", ".join(f"{op} {g:.3f} ({n} rows)" for op, (g, n) in geo.items()),
             "summary: " + ", ".join(f"{k} {v}" for k, v in counts.items()),
+            f"exit {code}: "
+            + {
+                EXIT_OK: "no regression",
+                EXIT_REGRESSION: "regression",
+                EXIT_INCONCLUSIVE: "inconclusive (no regression shown, none ruled out)",
+            }[code],
         ]
     )
     if json_out is not None:
@@ -278,10 +355,16 @@ def compare_files(
                 {
                     "base": str(base_path),
                     "head": str(head_path),
+                    "machines": list(machines),
+                    "cross_machine": crossed,
+                    "alpha": alpha,
+                    "min_effect": min_effects.default,
                     "relative": relative,
                     "gated_impls": list(gated_impls),
+                    "exit_code": code,
+                    "geomean": {op: {"ratio": g, "rows": n} for op, (g, n) in geo.items()},
                     "summary": counts,
-                    "changes": [asdict(c) for c in changes],
+                    "changes": [{**asdict(c), "regression": c.regression} for c in changes],
                 },
                 indent=1,
             )

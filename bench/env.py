@@ -1,9 +1,8 @@
-"""The environment recorded with each run, and GPU power/utilization sampling.
+"""The software environment recorded with each run.
 
 CPU model and usable cores, Python, torch, platform, the lmckv git commit and the lmcache
-version; through nvidia-ml-py (``pynvml``) the GPU's name, driver, memory and current SM and
-memory clocks. ``GpuSampler`` polls power and utilization on a thread while CUDA
-benchmarks run and returns ``telemetry`` records.
+version, and the short form of the GPU (name, driver, memory) from the machine record
+(``bench.machine``, where the GPU is found by torch's device UUID).
 """
 
 from __future__ import annotations
@@ -12,8 +11,6 @@ import os
 import platform
 import subprocess
 import sys
-import threading
-import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -67,41 +64,9 @@ def package_version(name: str) -> str | None:
         return None
 
 
-def _nvml() -> Any | None:
-    """The initialized pynvml module, or None when it or the driver is missing."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-    except Exception:  # no library, no driver, no device: all mean "no GPU facts"
-        return None
-    return pynvml
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def gpu_info(index: int = 0) -> dict[str, Any] | None:
-    """Name, driver, total memory and current SM/memory clocks of GPU ``index`` via NVML."""
-    nvml = _nvml()
-    if nvml is None:
-        return None
-    try:
-        handle = nvml.nvmlDeviceGetHandleByIndex(index)
-        return {
-            "name": _text(nvml.nvmlDeviceGetName(handle)),
-            "driver": _text(nvml.nvmlSystemGetDriverVersion()),
-            "memory_total_bytes": int(nvml.nvmlDeviceGetMemoryInfo(handle).total),
-            "sm_clock_mhz": int(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
-            "mem_clock_mhz": int(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM)),
-        }
-    except Exception:  # a device NVML cannot describe is reported as absent
-        return None
-
-
-def collect_env() -> dict[str, Any]:
-    """The header's ``env`` object (bench/RESULTS.md), plus torch's thread count and CUDA."""
+def collect_env(gpu: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The header's ``env`` object (bench/RESULTS.md), plus torch's thread count and CUDA;
+    ``gpu`` is the machine record's GPU (``bench.machine``), shortened here."""
     return {
         "cpu_model": cpu_model(),
         "cpu_count": cpu_count(),
@@ -110,57 +75,9 @@ def collect_env() -> dict[str, Any]:
         "platform": platform.platform(),
         "git_commit": git_commit(),
         "lmcache": package_version("lmcache"),
-        "gpu": gpu_info(),
+        "gpu": None
+        if gpu is None
+        else {k: gpu[k] for k in ("name", "driver", "memory_total_bytes", "uuid")},
         "torch_threads": torch.get_num_threads(),
         "cuda_runtime": torch.version.cuda,
     }
-
-
-class GpuSampler:
-    """Samples GPU power (W) and utilization (%) every ``interval_s`` on a daemon thread.
-
-    ``start()`` then ``stop()`` returns ``telemetry`` records with ``t_s`` measured from
-    ``t0`` (the run's start on ``time.monotonic``). Without NVML it samples nothing.
-    """
-
-    def __init__(self, t0: float, interval_s: float = 0.1, index: int = 0) -> None:
-        self._t0 = t0
-        self._interval = interval_s
-        self._index = index
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.records: list[dict[str, Any]] = []
-
-    def start(self) -> None:
-        """Begin sampling (no-op without NVML)."""
-        nvml = _nvml()
-        if nvml is None:
-            return
-        handle = nvml.nvmlDeviceGetHandleByIndex(self._index)
-
-        def loop() -> None:
-            while not self._stop.is_set():
-                try:
-                    power_w = nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0
-                    util = nvml.nvmlDeviceGetUtilizationRates(handle).gpu
-                except Exception:  # a failed read ends sampling, never the run
-                    return
-                self.records.append(
-                    {
-                        "kind": "telemetry",
-                        "t_s": round(time.monotonic() - self._t0, 3),
-                        "power_w": float(power_w),
-                        "util_pct": float(util),
-                    }
-                )
-                self._stop.wait(self._interval)
-
-        self._thread = threading.Thread(target=loop, name="lmckv-gpu-sampler", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> list[dict[str, Any]]:
-        """Stop sampling and return the telemetry records taken."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        return self.records

@@ -16,13 +16,23 @@ Operations (each over every per-layer blob of a case):
 Blobs are parsed from ``bytearray`` copies, as a reader that fills a preallocated buffer with
 ``readinto`` has them; the reference then returns K and V as views over that buffer.
 EXTERNAL stores V already in FP8 (``precomputed_v_quant``, made before timing) with the
-static scale 1.0 (vLLM's uncalibrated default), so its encode copies and never quantizes.
+static scale 1.0 (vLLM's uncalibrated default), so its encode copies and never quantizes;
+its static scale tensor is made once, on V's device, before timing.
+
+A deliberate slowdown can be injected to test the regression gate: the environment variable
+``LMCKV_BENCH_SLOWDOWN=encode:1.2[,parse:1.5]`` makes the *reference* implementation's
+operations last that factor longer (the call, then a busy wait of ``(factor - 1)`` times
+its shortest duration, after synchronizing the device on CUDA). Upstream and the limits,
+which measure the machine, are never slowed.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+import math
+import os
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -34,6 +44,50 @@ from bench.env import package_version
 IMPL_MODULES = {"reference": "reference_impl.kv_codec", "upstream": "lmcache.v1.kv_codec"}
 FP8 = torch.float8_e4m3fn
 STATIC_SCALE = 1.0
+SLOWDOWN_ENV = "LMCKV_BENCH_SLOWDOWN"
+#: The implementation a slowdown applies to (the code under test).
+SLOWED_IMPL = "reference"
+
+
+def parse_slowdown(spec: str | None) -> dict[str, float]:
+    """``"encode:1.2,parse:1.5"`` -> {op: factor}; empty or None -> {} (factors >= 1)."""
+    out: dict[str, float] = {}
+    for part in (spec or "").split(","):
+        if not part.strip():
+            continue
+        op, sep, factor = part.partition(":")
+        try:
+            value = float(factor)
+        except ValueError:
+            raise ValueError(f"{SLOWDOWN_ENV}: {part!r} is not OP:FACTOR") from None
+        if not sep or value < 1.0:
+            raise ValueError(f"{SLOWDOWN_ENV}: {part!r} is not OP:FACTOR with FACTOR >= 1")
+        out[op.strip()] = value
+    return out
+
+
+def slowed(fn: Callable[[], object], factor: float, device: str) -> Callable[[], object]:
+    """``fn`` taking ``factor`` times as long: the call, then a busy wait of ``factor - 1``
+    times the shortest duration of the call seen so far (``time.perf_counter``, after a
+    device synchronization on CUDA).
+
+    The shortest duration is the undisturbed one: a call the scheduler interrupted does not
+    lengthen the wait, so the injected work stays ``factor - 1`` of the call's own."""
+    shortest = [math.inf]
+
+    def call() -> object:
+        start = time.perf_counter()
+        result = fn()
+        if device != "cpu":
+            torch.cuda.synchronize()
+        end = time.perf_counter()
+        shortest[0] = min(shortest[0], end - start)
+        until = end + shortest[0] * (factor - 1.0)
+        while time.perf_counter() < until:
+            pass
+        return result
+
+    return call
 
 
 @dataclass(frozen=True)
@@ -101,6 +155,11 @@ class CodecOps:
         self.codec = impl.codec(scope_name)
         self._external = scope_name == "EXTERNAL"
         self._pre = [static_fp8(layer.v) for layer in layers] if self._external else []
+        self._static = (
+            torch.tensor(STATIC_SCALE, device=layers[0].v.device)
+            if self._external and layers
+            else None
+        )
         self._buffers: list[bytearray] | None = None
 
     def _encode_kwargs(self, index: int) -> dict[str, Any]:
@@ -118,7 +177,7 @@ class CodecOps:
         }
         if self._external:
             kwargs["precomputed_v_quant"] = self._pre[index]
-            kwargs["precomputed_v_scales"] = torch.tensor(STATIC_SCALE, device=layer.v.device)
+            kwargs["precomputed_v_scales"] = self._static
         return kwargs
 
     def encode(self) -> list[Any]:
@@ -158,14 +217,21 @@ class CodecOps:
         m = self.impl.module
         scope = self.impl.scope(self.scope_name)
         for layer in self.layers:
-            if self._external:
-                scales = torch.tensor(STATIC_SCALE, device=layer.v.device)
+            if self._static is not None:
+                scales = self._static
             else:
                 scales = m.compute_v_scales(layer.v, scope, head_axis=-2, page_axis=0)
             m.quantize_v_fp8(layer.v, scales, scope, head_axis=-2, page_axis=0)
 
-    def op(self, name: str, dtype: torch.dtype, device: str = "cpu") -> Callable[[], object]:
-        """The callable timed for operation ``name``."""
+    def op(
+        self,
+        name: str,
+        dtype: torch.dtype,
+        device: str = "cpu",
+        slowdown: Mapping[str, float] | None = None,
+    ) -> Callable[[], object]:
+        """The callable timed for operation ``name``; ``slowdown`` (default: read from
+        ``LMCKV_BENCH_SLOWDOWN``) slows the reference's operations it names."""
         target = None if device == "cpu" else device
         table: dict[str, Callable[[], object]] = {
             "encode": self.encode,
@@ -174,4 +240,7 @@ class CodecOps:
             "decode_dequant": lambda: self.decode(dtype, target),
             "quantize": self.quantize,
         }
-        return table[name]
+        if slowdown is None:
+            slowdown = parse_slowdown(os.environ.get(SLOWDOWN_ENV))
+        factor = slowdown.get(name, 1.0) if self.impl.name == SLOWED_IMPL else 1.0
+        return table[name] if factor == 1.0 else slowed(table[name], factor, device)

@@ -242,8 +242,16 @@ def main_load(servers: Sequence[str], plan: LoadPlan, out: Path | None) -> int:
                 "servers": list(servers),
             }
         }
+        from bench.machine import machine_record
+
+        machine = machine_record()
         with ResultsWriter(
-            out, mode="quick", env=collect_env(), started=started, extra_header={"config": config}
+            out,
+            mode="quick",
+            env=collect_env(machine["gpu"]),
+            machine=machine,
+            started=started,
+            extra_header={"config": config},
         ) as writer:
             writer.write_all(rows)
         print(writer.path)

@@ -1,8 +1,9 @@
 """The benchmark results file: JSON Lines, one file per run, never overwritten.
 
-Format (schema version 1) is documented in ``bench/RESULTS.md``: line 1 is the header
-record (``kind: "header"``, environment, schema version), then one record per line of kind
-``throughput``, ``accuracy``, ``skip`` or ``telemetry``. ``validate_record`` checks a record
+Format (schema version 2) is documented in ``bench/RESULTS.md``: line 1 is the header
+record (``kind: "header"``, environment, machine record and ``machine_id``, schema
+version), then one record per line of kind ``throughput``, ``accuracy``, ``skip`` or
+``telemetry``, each stamped with the header's ``machine_id``. ``validate_record`` checks a record
 against that format; ``ResultsWriter`` creates ``bench-<UTC stamp>-<commit7>.jsonl`` with
 exclusive creation (a counter suffix is added when the name exists), so no run can replace
 an earlier one, and flushes each record as it is written so an interrupted run keeps its rows.
@@ -17,9 +18,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from bench.machine import machine_id
 from conformance.core.schemas import BENCH_SCHEMA_VERSION, SchemaError, enum, validate
 
-#: Version of the results format; bumped when a reader of version 1 could misread a file.
+#: Version of the results format; bumped when a reader of the previous version could misread
+#: a file (2: machine record and ``machine_id``, rows measured in several processes).
 #: Read from the schema's ``const`` (conformance/core/schemas/bench-row.schema.json).
 SCHEMA_VERSION = BENCH_SCHEMA_VERSION
 
@@ -70,6 +73,7 @@ class ResultsWriter:
         *,
         mode: str,
         env: Mapping[str, Any],
+        machine: Mapping[str, Any],
         started: datetime | None = None,
         extra_header: Mapping[str, Any] | None = None,
     ) -> None:
@@ -78,6 +82,7 @@ class ResultsWriter:
         self.path, self._fh = _create_exclusive(out_dir, self.started, env.get("git_commit"))
         self.run_id = self.path.stem
         self.counts: dict[str, int] = {}
+        self.machine_id = machine_id(dict(machine))
         header = {
             "kind": "header",
             "schema_version": SCHEMA_VERSION,
@@ -85,12 +90,17 @@ class ResultsWriter:
             "mode": mode,
             "started_utc": self.started.isoformat(timespec="seconds"),
             "env": dict(env),
+            "machine": dict(machine),
+            "machine_id": self.machine_id,
             **(extra_header or {}),
         }
         self.write(header)
 
     def write(self, record: Mapping[str, Any]) -> None:
-        """Validate and append one record; flushed at once."""
+        """Stamp ``machine_id`` (records after the header), validate and append one
+        record; flushed at once."""
+        if record.get("kind") != "header":
+            record = {**record, "machine_id": self.machine_id}
         validate_record(record)
         self._fh.write(json.dumps(record, sort_keys=False, allow_nan=False) + "\n")
         self._fh.flush()

@@ -1,11 +1,14 @@
 """One benchmark run: throughput, then accuracy, into a new results file.
 
-``run_benchmarks`` is what ``lmckv bench run`` calls; tests call it with a tiny plan or
-with substituted implementations (e.g. a deliberately slowed one).
+``run_benchmarks`` is what ``lmckv bench run`` calls; tests call it with a tiny plan (a
+deliberately slowed implementation comes through ``LMCKV_BENCH_SLOWDOWN``, ``bench.impls``).
+Throughput is measured in ``plan.processes`` separate processes (``bench.workers``);
+accuracy in this one.
 """
 
 from __future__ import annotations
 
+import random
 import sys
 import time
 from collections.abc import Sequence
@@ -15,10 +18,12 @@ from typing import Any
 import torch
 
 from bench import accuracy, data, e2e, realkv
-from bench.env import GpuSampler, collect_env
-from bench.impls import CodecImpl, load_impls
+from bench.env import collect_env
+from bench.impls import IMPL_MODULES, load_impls
+from bench.machine import machine_record
 from bench.results import ResultsWriter
-from bench.throughput import ThroughputPlan, cuda_skip_reason, run_throughput
+from bench.throughput import ThroughputPlan
+from bench.workers import run_processes
 
 
 def run_benchmarks(
@@ -32,14 +37,15 @@ def run_benchmarks(
     with_accuracy: bool = True,
     with_e2e: bool = True,
     progress: bool = True,
-    impls: dict[str, CodecImpl] | None = None,
-    missing: dict[str, str] | None = None,
+    impl_names: tuple[str, ...] = tuple(IMPL_MODULES),
     threads: int = 1,
+    seed: int | None = None,
 ) -> tuple[Path, dict[str, int], float]:
     """Measure and write one results file; returns (path, record counts, wall seconds).
 
-    ``impls``/``missing`` default to ``load_impls()``; an absent implementation becomes a
-    skip row, as do real-model data that cannot be loaded and CUDA without a device.
+    An implementation of ``impl_names`` that cannot be imported becomes a skip row, as do
+    real-model data that cannot be loaded and CUDA without a device. ``seed`` shuffles the
+    processes' benchmark order (default: drawn at random, recorded in the header).
     ``threads`` sets torch's intra-op threads for the run (0 keeps torch's default). One
     thread is the default: the limits (memcpy, crc32) use one core, and on a shared machine
     OpenMP barriers of several threads stall whenever another process takes a core, which
@@ -59,8 +65,9 @@ def run_benchmarks(
             with_accuracy=with_accuracy,
             with_e2e=with_e2e,
             progress=progress,
-            impls=impls,
-            missing=missing,
+            impl_names=impl_names,
+            threads=threads,
+            seed=random.randrange(2**31) if seed is None else seed,
         )
     finally:
         torch.set_num_threads(previous_threads)
@@ -77,13 +84,12 @@ def _run(
     with_accuracy: bool,
     with_e2e: bool,
     progress: bool,
-    impls: dict[str, CodecImpl] | None,
-    missing: dict[str, str] | None,
+    impl_names: tuple[str, ...],
+    threads: int,
+    seed: int,
 ) -> tuple[Path, dict[str, int], float]:
     t0 = time.monotonic()
-    if impls is None:
-        impls, missing = load_impls()
-    missing = missing or {}
+    impls, missing = load_impls(impl_names)
     config: dict[str, Any] = {
         "throughput": plan.describe() if with_throughput else None,
         "accuracy": {
@@ -95,19 +101,21 @@ def _run(
         else None,
         "e2e": e2e.describe() if with_e2e and real else None,
         "impls": {name: impl.version for name, impl in impls.items()},
+        "seed": seed,
     }
+    machine = machine_record()
+    env = collect_env(machine["gpu"])
     with ResultsWriter(
-        out_dir, mode=mode, env=collect_env(), extra_header={"config": config}
+        out_dir, mode=mode, env=env, machine=machine, extra_header={"config": config}
     ) as out:
         if progress:
             print(f"writing {out.path}", file=sys.stderr)
         for name, reason in missing.items():
             out.write({"kind": "skip", "what": f"implementation {name}", "reason": reason})
-        sampler = GpuSampler(t0)
-        if with_throughput and "cuda" in plan.devices and cuda_skip_reason() is None:
-            sampler.start()
         if with_throughput:
-            out.write_all(run_throughput(plan, impls, progress=progress))
+            out.write_all(
+                run_processes(plan, tuple(impls), seed=seed, threads=threads, progress=progress)
+            )
         else:
             out.write({"kind": "skip", "what": "throughput (all)", "reason": "--no-throughput"})
         if not with_accuracy:
@@ -132,5 +140,4 @@ def _run(
                     out.write_all(accuracy.evaluate(dataset, ref, progress=progress))
         off = None if with_e2e and real else f"--no-{'e2e' if not with_e2e else 'real'} given"
         out.write_all(e2e.phase(impls.get("reference"), skip=off, progress=progress))
-        out.write_all(sampler.stop())
         return out.path, dict(out.counts), time.monotonic() - t0

@@ -2,37 +2,45 @@
 
 For every device, case and dtype one group of benchmarks is timed together, interleaved
 round by round (``bench.timing``): the limits, then each implementation x scale scope x
-operation (``bench.impls``). Limits:
+operation (``bench.impls``). CPU limits:
 
-- CPU ``memcpy``: ``ctypes.memmove`` of every layer's K and V into preallocated buffers
+- ``memcpy``: ``ctypes.memmove`` of every layer's K and V into preallocated buffers
   (the bytes ``encode`` reads); the limit of ``encode`` and ``decode_*``.
-- CPU ``crc32``: ``zlib.crc32`` over the encoded blobs (reference, PER_TENSOR), the bytes
+- ``crc32``: ``zlib.crc32`` over the encoded blobs (reference, PER_TENSOR), the bytes
   ``parse`` reads; the limit of ``parse``.
-- CPU ``alloc``: a fresh, zeroed ``bytearray`` of each of those blobs' sizes, all kept until
+- ``alloc``: a fresh, zeroed ``bytearray`` of each of those blobs' sizes, all kept until
   the call returns, as ``encode``'s output is: the first-touch page faults any encoder that
   returns new buffers pays. Its ``bytes`` are K+V, encode's unit, so its GB/s is the encode
   throughput of an encoder that did nothing but allocate its output: a floor drawn beside
   encode, not a ratio's denominator.
-- CUDA ``d2d``: device-to-device copy of V (the bytes ``quantize`` reads); limit of ``quantize``.
-- CUDA ``h2d``: pinned host to device copy of K and V; limit of CUDA ``encode``/``decode_*``.
 
-Each row's ``gbps`` is its ``bytes`` over its median time; ``ratio_to_limit`` divides it by
-the named limit's GB/s from the same group, ``ratio_to_upstream`` by upstream's for the same
-op, scope, dtype, case and device. An operation an implementation cannot do becomes a
-``skip`` row with the error, and ratios against it are null.
+CUDA limits and method: ``bench.cuda_limits``.
+
+``measure`` times the groups of a plan in one process, in an order shuffled by its seed,
+and returns one result per group (plain data, so a worker process can hand it back:
+``bench.workers``); ``rows`` merges the results of one group from several processes into
+the rows of the results file. Each row's ``gbps`` is its ``bytes`` over its median time
+(over every sample of every process); ``ratio_to_limit`` divides it by the named limit's
+GB/s from the same group, ``ratio_to_upstream`` by upstream's for the same op, scope, dtype,
+case and device. An operation an implementation cannot do becomes a ``skip`` row with the
+error, and ratios against it are null.
 """
 
 from __future__ import annotations
 
 import ctypes
+import random
 import zlib
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 import torch
 
+from bench.cuda_limits import CUDA_LIMIT, LAUNCH_BOUND_S, PINNED_OF, L2Flush, cuda_limits
 from bench.impls import CodecImpl, CodecOps, LayerKV
+from bench.nvml import RowSampler, find_handle, load_nvml, nvml_uuid
 from bench.progress import bar
 from bench.results import SCOPES
 from bench.stats import gbps, summarize
@@ -47,7 +55,8 @@ CPU_LIMIT = {
     "decode_fp8": "memcpy",
     "decode_dequant": "memcpy",
 }
-CUDA_LIMIT = {"quantize": "d2d", "encode": "h2d", "decode_fp8": "h2d", "decode_dequant": "h2d"}
+#: CUDA operations that compute a CRC-32 on the host (their ``crc_share``).
+CUDA_CRC_OPS = ("encode", "decode_fp8", "decode_dequant")
 
 
 @dataclass(frozen=True)
@@ -78,7 +87,7 @@ CASES: dict[str, Case] = {
 
 @dataclass(frozen=True)
 class ThroughputPlan:
-    """Which cases, dtypes and scopes to time, and how many rounds."""
+    """Which cases, dtypes and scopes to time; how many processes, and rounds in each."""
 
     cpu_cases: tuple[Case, ...]
     cuda_cases: tuple[Case, ...]
@@ -90,6 +99,8 @@ class ThroughputPlan:
     devices: tuple[str, ...] = ("cpu", "cuda")
     cpu_ops: tuple[str, ...] = CPU_OPS
     cuda_ops: tuple[str, ...] = CUDA_OPS
+    processes: int = 3
+    cpu_timer: str = "process_time"
 
     def describe(self) -> dict[str, Any]:
         """The plan as plain data, for the results header."""
@@ -103,15 +114,33 @@ class ThroughputPlan:
             "min_sample_s": self.min_sample_s,
             "cpu_ops": list(self.cpu_ops),
             "cuda_ops": list(self.cuda_ops),
+            "processes": self.processes,
+            "cpu_timer": self.cpu_timer,
         }
+
+    def to_json(self) -> dict[str, Any]:
+        """The whole plan as plain data (cases in full), for a worker process."""
+        data = asdict(self)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ThroughputPlan:
+        """The plan ``to_json`` wrote."""
+        fields = dict(data)
+        for name in ("cpu_cases", "cuda_cases"):
+            fields[name] = tuple(Case(**c) for c in fields[name])
+        for name in ("dtypes", "scopes", "devices", "cpu_ops", "cuda_ops"):
+            fields[name] = tuple(fields[name])
+        return replace(cls((), ()), **fields)
 
 
 QUICK = ThroughputPlan(
     cpu_cases=(CASES["page16"], CASES["chunk256-7b"], CASES["64MiB"]),
     cuda_cases=(CASES["chunk256-7b"], CASES["64MiB"]),
-    rounds=5,
-    warmup=0,
-    min_sample_s=0.005,
+    rounds=3,
+    warmup=1,
+    min_sample_s=0.002,
+    processes=3,
 )
 FULL = ThroughputPlan(
     cpu_cases=tuple(
@@ -120,9 +149,10 @@ FULL = ThroughputPlan(
     cuda_cases=tuple(
         CASES[n] for n in ("page16", "chunk256-layer", "chunk256-7b", "64MiB", "1GiB")
     ),
-    rounds=15,
+    rounds=5,
     warmup=2,
     min_sample_s=0.02,
+    processes=5,
 )
 
 
@@ -156,8 +186,9 @@ class _Group:
         clock: Clock,
         n_bytes: Callable[[], int],
         setup: Callable[[], object] | None = None,
+        max_number: int = 100_000,
     ) -> None:
-        self.items.append(Timed(key, fn, clock, setup))
+        self.items.append(Timed(key, fn, clock, setup, max_number=max_number))
         self.bytes_of[key] = n_bytes
 
 
@@ -181,8 +212,9 @@ class _Memcpy:
             ctypes.memmove(dst, src, n)
 
 
-def _cpu_limits(group: _Group, layers: list[LayerKV], crc_source: CodecOps | None) -> None:
-    clock = CpuClock()
+def _cpu_limits(
+    group: _Group, layers: list[LayerKV], crc_source: CodecOps | None, clock: CpuClock
+) -> None:
     kv = sum(layer.kv_bytes for layer in layers)
     group.add(("copy", "memcpy", None), _Memcpy(layers), clock, lambda: kv)
     if crc_source is not None:
@@ -218,25 +250,6 @@ def _alloc_all(sizes: list[int]) -> list[bytearray]:
     return [bytearray(n) for n in sizes]
 
 
-def _cuda_limits(group: _Group, layers: list[LayerKV], clock: Clock) -> None:
-    v_dst = [torch.empty_like(layer.v) for layer in layers]
-    host = [torch.empty(layer.kv_bytes, dtype=torch.uint8).pin_memory() for layer in layers]
-    dev = [torch.empty(layer.kv_bytes, dtype=torch.uint8, device="cuda") for layer in layers]
-    v_bytes = sum(layer.v.numel() * layer.v.element_size() for layer in layers)
-    kv = sum(layer.kv_bytes for layer in layers)
-
-    def d2d() -> None:
-        for out, layer in zip(v_dst, layers, strict=True):
-            out.copy_(layer.v)
-
-    def h2d() -> None:
-        for d, h in zip(dev, host, strict=True):
-            d.copy_(h, non_blocking=True)
-
-    group.add(("copy", "d2d", None), d2d, clock, lambda: v_bytes)
-    group.add(("copy", "h2d", None), h2d, clock, lambda: kv)
-
-
 def _op_bytes(op: str, ops: CodecOps) -> Callable[[], int]:
     if op == "encode":
         return lambda: sum(layer.kv_bytes for layer in ops.layers)
@@ -260,70 +273,52 @@ def _build_group(
         for name, impl in impls.items()
         for scope in plan.scopes
     }
+    crc_impl = "reference" if "reference" in impls else next(iter(impls), None)
+    crc_source = per_impl.get((crc_impl, "PER_TENSOR")) if crc_impl else None
+    max_number = 100_000
+    host_clock = CpuClock(plan.cpu_timer)
     if device == "cpu":
-        crc_impl = "reference" if "reference" in impls else next(iter(impls), None)
-        _cpu_limits(group, layers, per_impl.get((crc_impl, "PER_TENSOR")) if crc_impl else None)
-        clock: Clock = CpuClock()
+        _cpu_limits(group, layers, crc_source, host_clock)
+        clock: Clock = host_clock
         op_names = plan.cpu_ops
     else:
-        clock = CudaClock(torch)
-        _cuda_limits(group, layers, clock)
+        # one cold call per sample, after an L2 flush (bench.cuda_limits)
+        l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+        clock = CudaClock(torch, flush=L2Flush(torch, l2))
+        max_number = 1
+        if crc_source is not None:
+            for lim in cuda_limits(torch, [layer.v for layer in layers], crc_source.buffers):
+                group.add(
+                    (lim.op, lim.impl, None),
+                    lim.fn,
+                    host_clock if lim.host else clock,
+                    lim.n_bytes,
+                    lim.setup,
+                    max_number=max_number,
+                )
         op_names = plan.cuda_ops
     for (name, scope), ops in per_impl.items():
         for op in op_names:
             setup = None if op in ("encode", "quantize") else ops.buffers
             group.add(
-                (op, name, scope), ops.op(op, dtype, device), clock, _op_bytes(op, ops), setup
+                (op, name, scope),
+                ops.op(op, dtype, device),
+                clock,
+                _op_bytes(op, ops),
+                setup,
+                max_number=max_number,
             )
     return group
 
 
-def _rows(group: _Group, live: list[Timed], rounds: int) -> Iterator[dict[str, Any]]:
-    """Throughput rows with ratios, then skip rows for benchmarks that raised."""
-    limits = CPU_LIMIT if group.device == "cpu" else CUDA_LIMIT
-    measured: dict[tuple[Any, ...], tuple[int, Any, float]] = {}
-    samples = {item.key: item.samples for item in live}
-    for item in live:
-        summary = summarize(item.samples)
-        n_bytes = group.bytes_of[item.key]()
-        measured[item.key] = (n_bytes, summary, gbps(n_bytes, summary.median))
-    limit_gbps = {key[1]: value[2] for key, value in measured.items() if key[2] is None}
-    for key, (n_bytes, summary, rate) in measured.items():
-        op, impl, scope = key
-        is_limit = scope is None
-        limit = None if is_limit else limits[op]
-        ratio_limit = rate / limit_gbps[limit] if limit in limit_gbps else None
-        upstream = measured.get((op, "upstream", scope))
-        ratio_up = rate / upstream[2] if impl == "reference" and upstream is not None else None
-        yield {
-            "kind": "throughput",
-            "op": op,
-            "impl": impl,
-            "device": group.device,
-            "scope": scope,
-            "dtype": group.dtype_name,
-            "case": group.case.name,
-            "bytes": n_bytes,
-            "rounds": rounds,
-            "median_s": summary.median,
-            "iqr_s": summary.iqr,
-            "gbps": rate,
-            "limit": limit,
-            "ratio_to_limit": ratio_limit,
-            "ratio_to_upstream": ratio_up,
-            "q25_s": summary.q25,
-            "q75_s": summary.q75,
-            "samples_s": samples[key],
-        }
-    for item in group.items:
-        if item.error is not None:
-            op, impl, scope = item.key
-            yield {
-                "kind": "skip",
-                "what": f"throughput {op} {impl} {group.device} {scope} {group.dtype_name} "
-                f"{group.case.name}",
-                "reason": item.error,
-            }
+def _key_id(key: tuple[Any, ...]) -> str:
+    """``op/impl/scope`` (``-`` for no scope): a benchmark's name within its group."""
+    return "/".join("-" if part is None else str(part) for part in key)
+
+
+def group_id(device: str, case: str, dtype: str) -> str:
+    """``device/case/dtype``: a group's name across processes."""
+    return f"{device}/{case}/{dtype}"
 
 
 def cuda_skip_reason() -> str | None:
@@ -335,13 +330,86 @@ def cuda_skip_reason() -> str | None:
     return None
 
 
-def run_throughput(
+def _utc() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def _measure_group(
+    group: _Group,
+    plan: ThroughputPlan,
+    rng: random.Random,
+    numbers: dict[str, int],
+    process: int,
+    progress: bool,
+) -> dict[str, Any]:
+    """Time one group (items in a shuffled order) and return its result as plain data."""
+    gid = group_id(group.device, group.case.name, group.dtype_name)
+    rng.shuffle(group.items)
+    for item in group.items:
+        item.number = numbers.get(f"{gid}/{_key_id(item.key)}", 0)
+    pbar = bar(
+        len(group.items) * plan.rounds,
+        f"throughput {gid} (process {process + 1}/{plan.processes})",
+        enabled=progress,
+        unit="sample",
+    )
+    nvml = load_nvml() if group.device == "cuda" else None
+    handle = None
+    if nvml is not None:
+        try:
+            props = torch.cuda.get_device_properties(torch.cuda.current_device())
+            handle = find_handle(nvml, nvml_uuid(str(props.uuid)))
+        except Exception:  # NVML without this device: rows carry no telemetry
+            nvml = None
+    started = _utc()
+    with RowSampler(nvml, handle) as sampler:
+        live = run_interleaved(
+            group.items,
+            rounds=plan.rounds,
+            warmup=plan.warmup,
+            min_sample_s=plan.min_sample_s,
+            on_sample=pbar.update,
+        )
+    pbar.close()
+    live_keys = {id(item) for item in live}
+    return {
+        "group": gid,
+        "device": group.device,
+        "case": group.case.name,
+        "dtype": group.dtype_name,
+        "process": process,
+        "started_utc": started,
+        "ended_utc": _utc(),
+        "telemetry": sampler.summary(),
+        "telemetry_records": sampler.records(gid, process),
+        "items": [
+            {
+                "key": list(item.key),
+                "bytes": group.bytes_of[item.key]() if id(item) in live_keys else None,
+                "number": item.number,
+                "samples": item.samples,
+                "error": item.error,
+            }
+            for item in group.items
+        ],
+    }
+
+
+def measure(
     plan: ThroughputPlan,
     impls: dict[str, CodecImpl],
     *,
+    process: int = 0,
+    seed: int = 0,
+    numbers: dict[str, int] | None = None,
     progress: bool = True,
 ) -> Iterator[dict[str, Any]]:
-    """Every group of the plan, CPU first; yields throughput and skip records."""
+    """Time every group of the plan in this process, groups and benchmarks in an order
+    shuffled by ``seed``; yields each group's result, or a ``skip`` record for CUDA when it
+    cannot run. ``numbers`` (``group/op/impl/scope`` -> calls per sample) skips calibration.
+    """
+    rng = random.Random(seed)
+    groups: list[tuple[str, Case, str]] = []
     for device in plan.devices:
         if device == "cuda":
             reason = cuda_skip_reason()
@@ -349,24 +417,105 @@ def run_throughput(
                 yield {"kind": "skip", "what": "throughput cuda (all cases)", "reason": reason}
                 continue
         cases = plan.cpu_cases if device == "cpu" else plan.cuda_cases
-        for case in cases:
-            for dtype_name in plan.dtypes:
-                group = _build_group(device, case, dtype_name, impls, plan)
-                pbar = bar(
-                    len(group.items) * plan.rounds,
-                    f"throughput {device} {case.name} {dtype_name}",
-                    enabled=progress,
-                    unit="sample",
-                )
-                live = run_interleaved(
-                    group.items,
-                    rounds=plan.rounds,
-                    warmup=plan.warmup,
-                    min_sample_s=plan.min_sample_s,
-                    on_sample=pbar.update,
-                )
-                pbar.close()
-                yield from _rows(group, live, plan.rounds)
-                del group, live
-                if device == "cuda":
-                    torch.cuda.empty_cache()
+        groups += [(device, case, dtype) for case in cases for dtype in plan.dtypes]
+    rng.shuffle(groups)
+    for device, case, dtype_name in groups:
+        group = _build_group(device, case, dtype_name, impls, plan)
+        yield _measure_group(group, plan, rng, numbers or {}, process, progress)
+        del group
+        if device == "cuda":
+            torch.cuda.empty_cache()
+
+
+def calibrated_numbers(results: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """``group/op/impl/scope`` -> calls per sample, from one process's group results."""
+    return {
+        f"{r['group']}/{_key_id(tuple(item['key']))}": item["number"]
+        for r in results
+        if "group" in r
+        for item in r["items"]
+        if item["error"] is None
+    }
+
+
+def rows(results: Sequence[Mapping[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Throughput rows of one group from its results in every process, then skip rows.
+
+    A benchmark is a row when it ran in every process (its samples are kept per process,
+    in round order, so a row and its same-run baseline pair round by round:
+    ``samples_by_process``); one that raised in any process is a skip row with the error.
+    """
+    first = results[0]
+    device, case, dtype_name = first["device"], first["case"], first["dtype"]
+    limits = CPU_LIMIT if device == "cpu" else CUDA_LIMIT
+    per_key: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
+    for result in results:
+        for item in result["items"]:
+            per_key.setdefault(tuple(item["key"]), []).append(item)
+    measured: dict[tuple[Any, ...], tuple[int, Any, float, list[list[float]]]] = {}
+    errors: dict[tuple[Any, ...], str] = {}
+    for key, items in per_key.items():
+        failed = [i["error"] for i in items if i["error"] is not None]
+        if failed or len(items) != len(results):
+            errors[key] = failed[0] if failed else "not measured in every process"
+            continue
+        by_process = [list(i["samples"]) for i in items]
+        summary = summarize([s for samples in by_process for s in samples])
+        n_bytes = int(items[0]["bytes"])
+        measured[key] = (n_bytes, summary, gbps(n_bytes, summary.median), by_process)
+    limit_gbps = {key[1]: value[2] for key, value in measured.items() if key[2] is None}
+    limit_median = {key[1]: value[1].median for key, value in measured.items() if key[2] is None}
+    telemetry = [r["telemetry"] for r in results if r["telemetry"] is not None]
+    span = {
+        "started_utc": min(r["started_utc"] for r in results),
+        "ended_utc": max(r["ended_utc"] for r in results),
+    }
+    for key, (n_bytes, summary, rate, by_process) in measured.items():
+        op, impl, scope = key
+        is_limit = scope is None
+        limit = None if is_limit else limits[op]
+        ratio_limit = rate / limit_gbps[limit] if limit in limit_gbps else None
+        upstream = measured.get((op, "upstream", scope))
+        ratio_up = rate / upstream[2] if impl == "reference" and upstream is not None else None
+        row: dict[str, Any] = {
+            "kind": "throughput",
+            "op": op,
+            "impl": impl,
+            "device": device,
+            "scope": scope,
+            "dtype": dtype_name,
+            "case": case,
+            "bytes": n_bytes,
+            "rounds": sum(len(s) for s in by_process),
+            "median_s": summary.median,
+            "iqr_s": summary.iqr,
+            "gbps": rate,
+            "limit": limit,
+            "ratio_to_limit": ratio_limit,
+            "ratio_to_upstream": ratio_up,
+            "q25_s": summary.q25,
+            "q75_s": summary.q75,
+            "samples_s": [s for samples in by_process for s in samples],
+            "samples_by_process": by_process,
+            "processes": len(by_process),
+            **span,
+        }
+        if device == "cuda":
+            pinned = PINNED_OF.get(limit or "")
+            row["limit_pinned"] = pinned
+            row["ratio_to_pinned"] = rate / limit_gbps[pinned] if pinned in limit_gbps else None
+            crc = limit_median.get("crc32")
+            row["crc_share"] = (
+                crc / summary.median if crc is not None and op in CUDA_CRC_OPS else None
+            )
+            row["launch_bound"] = summary.median < LAUNCH_BOUND_S
+            row["telemetry"] = telemetry
+            row["throttled"] = any(t["throttled"] for t in telemetry)
+        yield row
+    for key, error in errors.items():
+        op, impl, scope = key
+        yield {
+            "kind": "skip",
+            "what": f"throughput {op} {impl} {device} {scope} {dtype_name} {case}",
+            "reason": error,
+        }

@@ -238,9 +238,10 @@ def comparison_section(
     base = inputs.baseline
     body = [
         paragraph(
-            "Verdicts of lmckv bench compare: a change is ambiguous when the two runs' "
-            "median ± IQR/2 intervals overlap, else faster or slower; a reference-implementation "
-            f"slowdown beyond its threshold is a regression (the CI gate). Baseline: "
+            "Verdicts of lmckv bench compare on per-round ratios to same-run baselines: "
+            "one-sided Mann-Whitney U at alpha 0.001 and a Hodges-Lehmann change of at least "
+            "the minimum effect make a regression (the CI gate) or an improvement; an interval "
+            "inside the minimum effect is unchanged; anything else is inconclusive. Baseline: "
             f"{base.path.name} (run {base.run_id})."
         )
     ]
@@ -259,9 +260,9 @@ def comparison_section(
             continue
         body.append(paragraph(counts_text(result.counts), "verdict"))
         classes = {"verdict": verdicts.map(VERDICT_CLASS)}
-        beyond = result.table[verdicts.isin(["regression", "slower", "faster"])]
+        beyond = result.table[verdicts.isin(["regression", "improvement", "inconclusive"])]
         if beyond.empty:
-            body.append(paragraph("Every matched change is within noise (ambiguous)."))
+            body.append(paragraph("Every matched change is below the minimum effect."))
         else:
             beyond_classes = {
                 "verdict": beyond["verdict"].map(VERDICT_CLASS).reset_index(drop=True)

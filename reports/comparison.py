@@ -1,7 +1,9 @@
 """A bench run against a baseline run: the verdicts of ``lmckv bench compare``, as a table.
 
 The comparison itself is :func:`bench.compare.compare_files` with its defaults (gate on the
-reference implementation, 25% slowdown threshold), so the page and the command line agree.
+reference implementation, Mann-Whitney U at alpha 0.001, 10% minimum effect), so the page
+and the command line agree; runs from different machines are compared with
+``cross_machine=True`` and bench compare's cross-machine note is shown.
 """
 
 from __future__ import annotations
@@ -10,18 +12,25 @@ from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
-from bench.compare import Thresholds, compare_files, summary
+from bench.compare import compare_files, summary
 from conformance.core.schemas import SchemaError
 from reports.load import BenchRun
 
 GATED_IMPLS = ("reference",)
 # Worst first: the order rows are listed in.
-VERDICT_ORDER = {"regression": 0, "slower": 1, "faster": 2, "ambiguous": 3, "new": 4, "missing": 5}
+VERDICT_ORDER = {
+    "regression": 0,
+    "inconclusive": 1,
+    "improvement": 2,
+    "unchanged": 3,
+    "new": 4,
+    "missing": 5,
+}
 VERDICT_CLASS = {
     "regression": "o-fail",
-    "slower": "o-known",
-    "faster": "o-pass",
-    "ambiguous": "o-skip",
+    "inconclusive": "o-known",
+    "improvement": "o-pass",
+    "unchanged": "o-pass",
     "new": "o-skip",
     "missing": "o-skip",
 }
@@ -43,23 +52,27 @@ def compare(baseline: BenchRun, current: BenchRun) -> Comparison:
     """
     try:
         changes, text = compare_files(
-            baseline.path, current.path, thresholds=Thresholds(), gated_impls=GATED_IMPLS
+            baseline.path, current.path, gated_impls=GATED_IMPLS, cross_machine=True
         )
     except SchemaError as exc:
         return Comparison(pd.DataFrame(), {}, [f"bench compare could not read the files: {exc}"])
-    notes = [line.removeprefix("note: ") for line in text.splitlines() if line.startswith("note: ")]
+    notes = [
+        line.removeprefix("note: ")
+        for line in text.splitlines()
+        if line.startswith(("note: ", "CROSS-MACHINE: "))
+    ]
     rows = []
     for change in changes:
         row = asdict(change)
-        ratio = row["time_ratio"]
+        ratio = row["ratio"]
         rows.append(
             {
                 "benchmark (op/impl/device/scope/dtype/case)": row["id"],
                 "baseline median (ms)": _ms(row["base_median_s"]),
                 "current median (ms)": _ms(row["head_median_s"]),
-                "time change": None if ratio is None else f"{(ratio - 1) * 100:+.1f}%",
-                "verdict": "regression" if row["regression"] else row["verdict"],
-                "regression threshold": f"+{row['threshold']:.0%}",
+                "change": None if ratio is None else f"{(ratio - 1) * 100:+.1f}%",
+                "verdict": "regression" if change.regression else row["outcome"],
+                "minimum effect": f"+{row['min_effect']:.0%}",
             }
         )
     table = pd.DataFrame(rows)

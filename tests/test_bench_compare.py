@@ -1,36 +1,91 @@
-"""compare: verdicts, thresholds, and the CI gate on real tiny runs (same code passes, a
-deliberately slowed implementation fails)."""
+"""compare: the verdict statistics on synthetic samples (deterministic), per-round ratios,
+exit codes, machine checks; and one end-to-end gate on real runs with a large injected
+slowdown."""
 
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from bench.cli import main
-from bench.compare import Stat, Thresholds, compare_rows, row_stat, verdict
-from bench.impls import CodecImpl, load_impls
-from bench.results import SCOPES
+from bench.compare import (
+    EXIT_INCONCLUSIVE,
+    EXIT_OK,
+    EXIT_REGRESSION,
+    Change,
+    MinEffects,
+    compare_rows,
+    exit_code,
+    op_geomeans,
+    round_ratios,
+)
+from bench.impls import SLOWDOWN_ENV, parse_slowdown
+from bench.machine import machine_id
+from bench.results import SCOPES, ResultsWriter
 from bench.runner import run_benchmarks
 from bench.targets import check_targets
 from bench.throughput import Case, ThroughputPlan
-
-TINY = ThroughputPlan(
-    cpu_cases=(Case("small", layers=1, pages=4),),
-    cuda_cases=(),
-    dtypes=("float16",),
-    rounds=9,
-    warmup=0,
-    min_sample_s=0.002,
-    devices=("cpu",),
-)
-SLOWDOWN = 30
+from bench.verdict import judge, shift_interval
 
 
-def _row(impl: str, median: float, q25: float, q75: float, op: str = "encode") -> dict[str, Any]:
+def noisy(center: float, spread: float, n: int = 9, seed: int = 0) -> list[float]:
+    """``n`` log-normal samples around ``center`` with relative spread ``spread``."""
+    rng = random.Random(seed)
+    return [center * (1.0 + spread) ** rng.gauss(0.0, 1.0) for _ in range(n)]
+
+
+# ---- bench.verdict on synthetic samples
+
+
+def test_identical_distributions_are_unchanged() -> None:
+    v = judge(noisy(1.0, 0.02, seed=1), noisy(1.0, 0.02, seed=2))
+    assert v.outcome == "unchanged" and 0.9 < v.ci_low <= v.ratio <= v.ci_high < 1.1
+
+
+def test_a_clear_slowdown_is_a_regression_and_a_speedup_an_improvement() -> None:
+    slow = judge(noisy(1.0, 0.03, seed=1), noisy(1.2, 0.03, seed=2))
+    assert slow.outcome == "regression" and slow.p_slower < 0.001
+    assert slow.ratio == pytest.approx(1.2, rel=0.05)
+    fast = judge(noisy(1.0, 0.03, seed=1), noisy(0.7, 0.03, seed=2))
+    assert fast.outcome == "improvement" and fast.p_faster < 0.001
+
+
+def test_noise_that_hides_a_possible_change_is_inconclusive() -> None:
+    v = judge(noisy(1.0, 0.4, seed=3), noisy(1.2, 0.4, seed=4))
+    assert v.outcome == "inconclusive"
+    assert v.ci_low < 1.0 < 1.1 < v.ci_high
+
+
+def test_a_significant_change_below_the_minimum_effect_is_not_a_regression() -> None:
+    base, head = noisy(1.0, 0.005, seed=5), noisy(1.03, 0.005, seed=6)
+    v = judge(base, head)
+    assert v.p_slower < 0.001 and v.outcome == "unchanged"
+    assert judge(base, head, min_effect=0.02).outcome == "regression"
+
+
+def test_constant_samples_and_bad_input() -> None:
+    assert judge([1.0, 1.0], [1.0, 1.0]).outcome == "unchanged"
+    with pytest.raises(ValueError):
+        judge([], [1.0])
+    with pytest.raises(ValueError):
+        judge([0.0], [1.0])
+
+
+def test_hodges_lehmann_shift_and_interval() -> None:
+    shift, low, high = shift_interval([0.0, 1.0, 2.0], [10.0, 11.0, 12.0], alpha=0.25)
+    assert shift == 10.0 and low <= 10.0 <= high
+    assert (low, high) == (9.0, 11.0)  # k = floor(4.5 - 0.674 * 2.291) = 2 of 8,9,9,10,...,12
+
+
+# ---- per-round ratios and rows
+
+
+def _row(impl: str, by_process: list[list[float]], op: str = "encode", **kw: Any) -> dict[str, Any]:
+    flat = sorted(s for p in by_process for s in p)
     return {
         "kind": "throughput",
         "op": op,
@@ -40,111 +95,168 @@ def _row(impl: str, median: float, q25: float, q75: float, op: str = "encode") -
         "dtype": "float16",
         "case": "page16",
         "bytes": 1000,
-        "rounds": 5,
-        "median_s": median,
-        "iqr_s": q75 - q25,
-        "gbps": 1000 / median / 1e9,
+        "rounds": len(flat),
+        "median_s": flat[len(flat) // 2],
+        "iqr_s": 0.0,
+        "gbps": 1.0,
         "limit": "memcpy",
-        "ratio_to_limit": 0.5,
+        "ratio_to_limit": None,
         "ratio_to_upstream": None,
-        "q25_s": q25,
-        "q75_s": q75,
+        "samples_by_process": by_process,
+        "processes": len(by_process),
+        **kw,
     }
 
 
-def test_verdicts_follow_interquartile_overlap() -> None:
-    base = Stat(1.0, 0.9, 1.1)
-    assert verdict(base, Stat(1.15, 1.05, 1.3)) == "ambiguous"
-    assert verdict(base, Stat(1.5, 1.4, 1.6)) == "slower"
-    assert verdict(base, Stat(0.5, 0.45, 0.55)) == "faster"
-    # a skewed sample: median far off, but the quartiles still overlap
-    assert verdict(base, Stat(3.0, 1.0, 4.0)) == "ambiguous"
+def _drift(seed: int) -> list[list[float]]:
+    """A machine whose speed drifts by up to 2x between processes and rounds."""
+    rng = random.Random(seed)
+    return [[rng.uniform(1.0, 2.0) for _ in range(3)] for _ in range(3)]
 
 
-def test_without_quartiles_the_spread_is_median_plus_minus_half_iqr() -> None:
-    row = {k: v for k, v in _row("reference", 1.0, 0.9, 1.2).items() if not k.startswith("q")}
-    stat = row_stat(row)
-    assert (stat.median, stat.q25, stat.q75) == pytest.approx((1.0, 0.85, 1.15))
-    assert row_stat(_row("reference", 1.0, 0.9, 1.2)) == Stat(1.0, 0.9, 1.2)
+def _scaled(drift: list[list[float]], factor: float, seed: int) -> list[list[float]]:
+    rng = random.Random(seed)
+    return [[d * factor * rng.uniform(0.99, 1.01) for d in p] for p in drift]
 
 
-def _pair(ref: float, up: float, spread: float = 0.05) -> list[dict[str, Any]]:
-    """Reference and upstream encode rows with quartiles at +-spread."""
-    lo, hi = 1 - spread, 1 + spread
-    return [_row("reference", ref, ref * lo, ref * hi), _row("upstream", up, up * lo, up * hi)]
+def _run_rows(ref_factor: float, seed: int) -> list[dict[str, Any]]:
+    """Reference and upstream encode rows measured in the same (drifting) rounds."""
+    drift = _drift(seed)
+    return [
+        _row("reference", _scaled(drift, ref_factor, seed + 1)),
+        _row("upstream", _scaled(drift, 2.0, seed + 2)),
+    ]
 
 
-def _calls(base: list[dict[str, Any]], head: list[dict[str, Any]], **kw: Any) -> dict[str, Any]:
-    return {c.id.split("/")[1]: c for c in compare_rows(base, head, **kw)}
+def _by_impl(changes: list[Change]) -> dict[str, Change]:
+    return {c.impl: c for c in changes}
 
 
-def test_a_code_regression_is_slower_in_absolute_and_relative_terms() -> None:
-    got = _calls(_pair(1.0, 2.0), _pair(2.0, 2.0))
-    ref = got["reference"]
-    assert (ref.verdict, ref.regression) == ("slower", True)
-    assert ref.relative_to == "encode/upstream/cpu/PER_TENSOR/float16/page16"
-    assert ref.time_ratio == pytest.approx(2.0) and ref.change == pytest.approx(2.0)
-    assert got["upstream"].verdict == "ambiguous"
+def test_round_ratios_pair_samples_of_the_same_round() -> None:
+    row = _row("reference", [[2.0, 4.0], [6.0]])
+    base = _row("upstream", [[1.0, 2.0], [3.0, 3.0]])  # process 2 differs in length: left out
+    assert round_ratios(row, base) == [2.0, 2.0]
 
 
-def test_a_busier_machine_or_a_noisy_baseline_alone_is_ambiguous() -> None:
-    machine = _calls(_pair(1.0, 2.0), _pair(2.0, 4.0))  # everything twice as slow
-    assert (machine["reference"].verdict, machine["reference"].regression) == ("ambiguous", False)
-    assert machine["reference"].change == pytest.approx(1.0)
-    baseline = _calls(_pair(1.0, 2.0), _pair(1.0, 1.0))  # only upstream got faster
-    assert (baseline["reference"].verdict, baseline["reference"].regression) == ("ambiguous", False)
-    absolute = _calls(_pair(1.0, 2.0), _pair(2.0, 4.0), relative=False)
-    assert (absolute["reference"].verdict, absolute["reference"].regression) == ("slower", True)
+def test_per_round_ratios_cancel_machine_drift() -> None:
+    changes = _by_impl(compare_rows(_run_rows(1.0, 10), _run_rows(1.0, 20)))
+    ref = changes["reference"]
+    assert ref.outcome == "unchanged" and ref.relative_to is not None
+    assert not ref.gated or not ref.regression
+    # absolute times see only the drift: nothing can be told
+    absolute = _by_impl(compare_rows(_run_rows(1.0, 10), _run_rows(1.0, 20), relative=False))
+    assert absolute["reference"].outcome == "inconclusive"
 
 
-def test_thresholds_and_gating() -> None:
-    base, head = _pair(1.0, 2.0, 0.01), _pair(1.2, 2.0, 0.01)  # 20% slower, tight spreads
-    small = _calls(base, head)
-    assert (small["reference"].verdict, small["reference"].regression) == ("slower", False)
-    assert _calls(base, head, thresholds=Thresholds(0.1, ()))["reference"].regression
-    # page16 (these rows' case) is mostly Python overhead: 50% unless told otherwise
-    assert not _calls(base, _pair(1.4, 2.0, 0.01))["reference"].regression
-    assert _calls(base, _pair(1.6, 2.0, 0.01))["reference"].regression
-    slow_up = _calls(_pair(1.0, 2.0), _pair(1.0, 6.0))
-    assert slow_up["upstream"].verdict == "slower" and not slow_up["upstream"].regression
-    gated = _calls(_pair(1.0, 2.0), _pair(1.0, 6.0), gated_impls=("upstream",), relative=False)
-    assert gated["upstream"].regression
+def test_a_code_regression_under_drift_is_found_and_gated() -> None:
+    changes = _by_impl(compare_rows(_run_rows(1.0, 10), _run_rows(1.2, 20)))
+    ref = changes["reference"]
+    assert ref.regression and ref.ratio == pytest.approx(1.2, rel=0.03)
+    assert not changes["upstream"].gated and not changes["upstream"].regression
+    assert exit_code(list(changes.values())) == EXIT_REGRESSION
+    geo = op_geomeans(list(changes.values()))
+    assert geo["encode"][1] == 1 and geo["encode"][0] == pytest.approx(1.2, rel=0.03)
 
 
-def test_per_benchmark_thresholds() -> None:
-    builtin = Thresholds.parse([])
-    assert builtin == Thresholds()
-    assert builtin.for_id("encode/reference/cpu/PER_TENSOR/float16/page16") == 0.5
-    assert builtin.for_id("encode/reference/cpu/PER_TENSOR/float16/64MiB") == 0.25
-    t = Thresholds.parse(["0.3", "encode/*/cpu/*/*/page16=0.8", "*/upstream/*=2"])
-    assert t.default == 0.3
-    assert t.for_id("encode/reference/cpu/PER_TENSOR/float16/page16") == 0.8
-    assert t.for_id("encode/reference/cpu/PER_TENSOR/float16/64MiB") == 0.3
-    assert t.for_id("encode/upstream/cpu/PER_TENSOR/float16/page16") == 2.0
+def test_min_effect_overrides() -> None:
+    effects = MinEffects.parse(["0.2", "encode/*/cpu/*/*/page16=0.3"])
+    assert effects.for_id("encode/reference/cpu/PER_TENSOR/float16/page16") == 0.3
+    assert effects.for_id("parse/reference/cpu/PER_TENSOR/float16/page16") == 0.2
+    change = _by_impl(compare_rows(_run_rows(1.0, 10), _run_rows(1.2, 20), min_effects=effects))
+    assert change["reference"].outcome == "unchanged"
     with pytest.raises(ValueError):
-        Thresholds.parse(["x=fast"])
+        MinEffects.parse(["x=fast"])
+
+
+def test_exit_codes() -> None:
+    def change(outcome: str, gated: bool = True) -> Change:
+        return Change("id", "encode", "reference", 1.0, 1.0, None, outcome, gated, 0.1)
+
+    assert exit_code([change("unchanged"), change("improvement")]) == EXIT_OK
+    assert exit_code([change("inconclusive", gated=False)]) == EXIT_OK
+    assert exit_code([change("unchanged"), change("inconclusive")]) == EXIT_INCONCLUSIVE
+    assert exit_code([change("inconclusive"), change("regression")]) == EXIT_REGRESSION
+    assert exit_code([change("regression", gated=False)]) == EXIT_OK
 
 
 def test_rows_present_on_one_side_are_reported_not_gated() -> None:
-    changes = compare_rows([_row("reference", 1.0, 0.9, 1.1)], [])
-    assert [(c.verdict, c.regression) for c in changes] == [("missing", False)]
+    changes = compare_rows([_row("reference", [[1.0]])], [])
+    assert [(c.outcome, c.regression) for c in changes] == [("missing", False)]
 
 
-def _slowed(impl: CodecImpl) -> CodecImpl:
-    """The same codec doing its encode work SLOWDOWN times: a deliberate regression."""
-    base_cls = impl.module.AsymK16V8Codec
+MACHINE = {
+    "host_id": "0123456789abcdef",
+    "cpu_model": "x",
+    "cpu_usable": 2,
+    "cpu_logical": 2,
+    "governor": None,
+    "ram_bytes": 2**30,
+    "gpu": None,
+}
+ENV = {
+    "cpu_model": "x",
+    "cpu_count": 2,
+    "python": "3.11",
+    "torch": "2",
+    "platform": "p",
+    "git_commit": None,
+    "lmcache": None,
+    "gpu": None,
+}
 
-    class SlowCodec(base_cls):  # type: ignore[misc, valid-type]
-        def encode(self, *args: Any, **kwargs: Any) -> Any:
-            for _ in range(SLOWDOWN - 1):
-                super().encode(*args, **kwargs)
-            return super().encode(*args, **kwargs)
 
-    module = SimpleNamespace(AsymK16V8Codec=SlowCodec, ScaleScope=impl.module.ScaleScope)
-    return CodecImpl(impl.name, module, impl.version)  # type: ignore[arg-type]
+def _file(out: Path, rows: list[dict[str, Any]], machine: dict[str, Any] = MACHINE) -> Path:
+    span = {"started_utc": "2026-01-01T00:00:00+00:00", "ended_utc": "2026-01-01T00:00:01+00:00"}
+    with ResultsWriter(out, mode="quick", env=ENV, machine=machine) as writer:
+        writer.write_all({**r, **span} for r in rows)
+    return writer.path
 
 
-def _run(out: Path, impls: dict[str, CodecImpl]) -> Path:
+def test_cli_exit_codes_and_machine_refusal(tmp_path: Path, capsys: Any) -> None:
+    base = _file(tmp_path / "a", _run_rows(1.0, 10))
+    same = _file(tmp_path / "b", _run_rows(1.0, 20))
+    slow = _file(tmp_path / "c", _run_rows(1.2, 20))
+    other = _file(tmp_path / "d", _run_rows(1.0, 20), {**MACHINE, "host_id": "ffffffffffffffff"})
+    assert main(["compare", str(base), str(same)]) == EXIT_OK
+    report = tmp_path / "slow.json"
+    assert main(["compare", str(base), str(slow), "--json", str(report)]) == EXIT_REGRESSION
+    data = json.loads(report.read_text())
+    assert data["exit_code"] == 1 and data["geomean"]["encode"]["rows"] == 1
+    assert "geomean head/base per op" in capsys.readouterr().out
+    assert main(["compare", str(base), str(other)]) == 2
+    assert "--cross-machine" in capsys.readouterr().err
+    assert main(["compare", str(base), str(other), "--cross-machine"]) == EXIT_OK
+    table = capsys.readouterr().out
+    rows = [line for line in table.splitlines() if line.startswith("encode/")]
+    assert rows and all(line.endswith("[cross-machine]") for line in rows)
+    assert main(["compare", str(base), str(same), "--min-effect", "x=fast"]) == 2
+    assert machine_id(MACHINE) != machine_id({**MACHINE, "host_id": "ffffffffffffffff"})
+    assert machine_id(MACHINE) == machine_id({**MACHINE, "governor": "powersave"})
+
+
+def test_slowdown_spec() -> None:
+    assert parse_slowdown("encode:1.2, parse:2") == {"encode": 1.2, "parse": 2.0}
+    assert parse_slowdown(None) == {} and parse_slowdown("") == {}
+    for bad in ("encode", "encode:fast", "encode:0.5"):
+        with pytest.raises(ValueError):
+            parse_slowdown(bad)
+
+
+# ---- end to end on real runs
+
+TINY = ThroughputPlan(
+    cpu_cases=(Case("small", layers=1, pages=4),),
+    cuda_cases=(),
+    dtypes=("float16",),
+    rounds=3,
+    warmup=1,
+    min_sample_s=0.002,
+    devices=("cpu",),
+    processes=3,
+)
+
+
+def _run(out: Path) -> Path:
     path, _, _ = run_benchmarks(
         out,
         mode="quick",
@@ -153,39 +265,35 @@ def _run(out: Path, impls: dict[str, CodecImpl]) -> Path:
         real=False,
         with_accuracy=False,
         progress=False,
-        impls=impls,
+        impl_names=("reference", "upstream"),
     )
     return path
 
 
-def test_compare_passes_same_code_and_flags_an_injected_slowdown(tmp_path: Path) -> None:
-    impls, missing = load_impls(("reference",))
-    if "reference" not in impls:
-        pytest.skip(f"reference codec not importable: {missing['reference']}")
-    base = _run(tmp_path / "base", impls)
-    same = _run(tmp_path / "same", impls)
-    slow = _run(tmp_path / "slow", {"reference": _slowed(impls["reference"])})
-    same_report, slow_report = tmp_path / "same.json", tmp_path / "slow.json"
-    # Tests share this machine with other work (xdist workers, other jobs): timings of the
-    # same code were seen 3.7x apart under full load, so this gate allows 5x; the injected
-    # slowdown is 30x.
-    gate = ["--threshold", "4.0", "--json"]
-    code = main(["compare", str(base), str(same), *gate, str(same_report)])
-    assert code == 0, [c for c in json.loads(same_report.read_text())["changes"] if c["regression"]]
-    code = main(["compare", str(base), str(slow), *gate, str(slow_report)])
-    assert code == 1
-    changes = json.loads(slow_report.read_text())["changes"]
-    flagged = sorted(c["id"] for c in changes if c["regression"])
-    assert flagged == [f"encode/reference/cpu/{s}/float16/small" for s in sorted(SCOPES)]
+def test_compare_flags_a_large_injected_slowdown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = _run(tmp_path / "base")
+    monkeypatch.setenv(SLOWDOWN_ENV, "encode:4")  # read by the worker processes
+    slow = _run(tmp_path / "slow")
+    report = tmp_path / "slow.json"
+    assert main(["compare", str(base), str(slow), "--json", str(report)]) == EXIT_REGRESSION
+    data = json.loads(report.read_text())
+    flagged = {c["id"] for c in data["changes"] if c["regression"]}
+    encode = {f"encode/reference/cpu/{s}/float16/small" for s in SCOPES}
+    # only encode rows are flagged; under load a noisy row may stay inconclusive, so the
+    # op's geometric mean, not every row, must show the slowdown
+    assert flagged and flagged <= encode, sorted(flagged)
+    assert data["geomean"]["encode"]["ratio"] > 2.0
     assert main(["targets", str(base)]) == 0
 
 
 def test_targets_read_ratios_from_rows() -> None:
     rows = [
-        dict(_row("reference", 1.0, 0.9, 1.1), ratio_to_upstream=2.5),
-        dict(_row("reference", 1.0, 0.9, 1.1), scope="PER_PAGE_HEAD", ratio_to_upstream=1.5),
-        {**_row("crc32", 1.0, 0.9, 1.1, op="crc32"), "scope": None, "gbps": 2.0},
-        {**_row("reference", 1.0, 0.9, 1.1, op="decode_fp8"), "gbps": 1.5},
+        _row("reference", [[1.0]], ratio_to_upstream=2.5),
+        _row("reference", [[1.0]], scope="PER_PAGE_HEAD", ratio_to_upstream=1.5),
+        {**_row("crc32", [[1.0]], op="crc32"), "scope": None, "gbps": 2.0},
+        {**_row("reference", [[1.0]], op="decode_fp8"), "gbps": 1.5},
     ]
     checks = {c.target: c for c in check_targets(rows)}
     enc = checks["encode_vs_upstream"]

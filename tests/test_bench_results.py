@@ -28,9 +28,10 @@ TINY = ThroughputPlan(
     cpu_cases=(Case("tiny", layers=2, pages=2, heads=2, head_dim=16),),
     cuda_cases=(Case("tiny", layers=1, pages=2, heads=2, head_dim=16),),
     dtypes=("float16", "bfloat16"),
-    rounds=3,
+    rounds=2,
     warmup=0,
     min_sample_s=0.0005,
+    processes=3,
 )
 FAMILIES = ("gaussian", "page_scale")
 
@@ -53,7 +54,8 @@ def tiny_run(
 
 def test_header_carries_environment_and_schema(tiny_run: tuple[dict[str, Any], list]) -> None:
     header, _ = tiny_run
-    assert header["schema_version"] == 1 and header["mode"] == "quick"
+    assert header["schema_version"] == 2 and header["mode"] == "quick"
+    assert header["machine"]["host_id"] and len(header["machine_id"]) == 16
     env = header["env"]
     assert env["cpu_count"] >= 1 and env["torch"] and env["python"]
     assert header["run_id"].startswith("bench-")
@@ -162,17 +164,28 @@ def test_runs_never_overwrite_each_other(tmp_path: Path) -> None:
         "lmcache": None,
         "gpu": None,
     }
-    first = ResultsWriter(tmp_path, mode="quick", env=env, started=started)
+    machine = {
+        "host_id": "0123456789abcdef",
+        "cpu_model": "x",
+        "cpu_usable": 1,
+        "cpu_logical": 1,
+        "governor": None,
+        "ram_bytes": None,
+        "gpu": None,
+    }
+    first = ResultsWriter(tmp_path, mode="quick", env=env, machine=machine, started=started)
     first.write({"kind": "skip", "what": "a", "reason": "first run"})
     first.close()
     before = first.path.read_text()
-    with ResultsWriter(tmp_path, mode="quick", env=env, started=started) as second:
+    with ResultsWriter(tmp_path, mode="quick", env=env, machine=machine, started=started) as second:
         second.write({"kind": "skip", "what": "b", "reason": "second run"})
     assert first.path.name == results_name(started, "0123456789abcdef")
     assert first.path.name == "bench-20260102T030405Z-0123456.jsonl"
     assert second.path.name == "bench-20260102T030405Z-0123456-1.jsonl"
     assert first.path.read_text() == before
-    assert load(second.path)[1] == [{"kind": "skip", "what": "b", "reason": "second run"}]
+    assert load(second.path)[1] == [
+        {"kind": "skip", "what": "b", "reason": "second run", "machine_id": second.machine_id}
+    ]
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.compare import Thresholds, compare_files
+from bench.compare import compare_files
 from reports.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
@@ -128,7 +128,7 @@ def test_summary_counts_and_recommended_scope(full: tuple[Path, str]) -> None:
     assert counts[("reference", "MUST")]["skip"] == 1
     assert summary["scope_choice"]["scope"] == "PER_PAGE_HEAD"
     verdicts = summary["comparison_verdicts"]
-    assert verdicts["bench-cpu.jsonl"]["regressions"] == 9
+    assert verdicts["bench-cpu.jsonl"]["regressions"] == 16
     assert verdicts["bench-cuda.jsonl"]["regressions"] == 0
     text = section(page, "summary")
     assert "Recommended scale scope: PER_PAGE_HEAD" in text
@@ -136,7 +136,7 @@ def test_summary_counts_and_recommended_scope(full: tuple[Path, str]) -> None:
     assert "no end-to-end rows" in text
     assert "upstream: 1 MUST test(s) FAIL" in text
     assert '<tr class="chosen"><td>PER_PAGE_HEAD</td>' in text
-    assert "Against the baseline (lmckv bench compare), bench-cpu.jsonl: 9 regression(s)" in text
+    assert "Against the baseline (lmckv bench compare), bench-cpu.jsonl: 16 regression(s)" in text
     assert "bench-cuda.jsonl: no measurement in common with the baseline" in text
 
 
@@ -164,11 +164,10 @@ def test_comparison_shows_bench_compare_verdicts(full: tuple[Path, str]) -> None
     changes, _ = compare_files(
         FIXTURES / "bench-baseline.jsonl",
         FIXTURES / "bench-cpu.jsonl",
-        thresholds=Thresholds(),
         gated_impls=("reference",),
     )
     expected = {c.id for c in changes if c.regression}
-    assert len(expected) == 9
+    assert len(expected) == 16
     table = pd.read_csv(out / "comparison.csv")
     cpu = table[table["current_run"] == "bench-20250301T101500Z-3f2a9c1"]
     shown = set(cpu.loc[cpu["verdict"] == "regression", cpu.columns[0]])

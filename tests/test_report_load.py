@@ -14,7 +14,7 @@ from reports.load import BenchRun, ConformanceRun, ReportInputError, load_inputs
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
 HEADER = {
     "kind": "header",
-    "schema_version": 1,
+    "schema_version": 2,
     "run_id": "bench-x",
     "mode": "quick",
     "started_utc": "2025-03-01T10:15:00Z",
@@ -28,6 +28,16 @@ HEADER = {
         "lmcache": None,
         "gpu": None,
     },
+    "machine": {
+        "host_id": "0123456789abcdef",
+        "cpu_model": "x",
+        "cpu_usable": 1,
+        "cpu_logical": 1,
+        "governor": None,
+        "ram_bytes": None,
+        "gpu": None,
+    },
+    "machine_id": "0123456789abcdef",
 }
 
 
@@ -71,7 +81,7 @@ def test_detection_does_not_depend_on_file_suffix(tmp_path: Path) -> None:
     ("records", "message"),
     [
         ([HEADER, "not an object"], ":2: a record must be a JSON object"),
-        ([{**HEADER, "schema_version": 2}], "schema_version 2"),
+        ([{**HEADER, "schema_version": 1}], "schema_version 1"),
         ([HEADER, {"kind": "throughput", "op": "encode"}], "missing field(s) impl"),
         ([HEADER, {"kind": "skip", "what": "cuda"}], ":2: missing field(s) reason"),
         ([{k: v for k, v in HEADER.items() if k != "env"}], "missing field(s) env"),

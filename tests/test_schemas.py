@@ -30,6 +30,16 @@ ENV = {
     "lmcache": None,
     "gpu": None,
 }
+MACHINE = {
+    "host_id": "0123456789abcdef",
+    "cpu_model": "x",
+    "cpu_usable": 1,
+    "cpu_logical": 2,
+    "governor": None,
+    "ram_bytes": 2**30,
+    "gpu": None,
+}
+MACHINE_ID = "fedcba9876543210"
 THROUGHPUT = {
     "kind": "throughput",
     "op": "encode",
@@ -49,6 +59,11 @@ THROUGHPUT = {
     "q25_s": 9e-5,
     "q75_s": 1.1e-4,
     "samples_s": [1e-4, 1e-4],
+    "samples_by_process": [[1e-4], [1e-4]],
+    "processes": 2,
+    "machine_id": MACHINE_ID,
+    "started_utc": "2026-01-02T03:04:05.000+00:00",
+    "ended_utc": "2026-01-02T03:04:06.000+00:00",
 }
 
 
@@ -72,7 +87,7 @@ def test_schema_files_are_valid_draft_2020_12(name: str) -> None:
 
 def test_versions_are_the_schemas_consts() -> None:
     assert schemas.VECTORS_VERSION == schemas.RESULTS_VERSION == 1
-    assert bench_results.SCHEMA_VERSION == schemas.BENCH_SCHEMA_VERSION == 1
+    assert bench_results.SCHEMA_VERSION == schemas.BENCH_SCHEMA_VERSION == 2
     header = schemas.schema("bench-row")["$defs"]["header"]["properties"]["schema_version"]
     assert header["const"] == bench_results.SCHEMA_VERSION
 
@@ -206,7 +221,7 @@ def test_bench_fixture_rows_validate(name: str) -> None:
 
 def test_freshly_written_rows_validate(tmp_path: Path) -> None:
     started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-    with ResultsWriter(tmp_path, mode="quick", env=ENV, started=started) as out:
+    with ResultsWriter(tmp_path, mode="quick", env=ENV, machine=MACHINE, started=started) as out:
         out.write(THROUGHPUT)
         out.write({"kind": "telemetry", "t_s": 0.1, "power_w": 400.0, "util_pct": 97.0})
     lines = out.path.read_text().splitlines()
@@ -214,11 +229,12 @@ def test_freshly_written_rows_validate(tmp_path: Path) -> None:
         validate(json.loads(line), "bench-row")
     header, rows = load(out.path)
     assert header["schema_version"] == schemas.BENCH_SCHEMA_VERSION and len(rows) == 2
+    assert {r["machine_id"] for r in rows} == {header["machine_id"]}  # stamped on every row
 
 
 def test_bench_writer_refuses_an_invalid_row(tmp_path: Path) -> None:
     with (
-        ResultsWriter(tmp_path, mode="quick", env=ENV) as out,
+        ResultsWriter(tmp_path, mode="quick", env=ENV, machine=MACHINE) as out,
         pytest.raises(SchemaError, match=r"\$\.gbps"),
     ):
         out.write({**THROUGHPUT, "gbps": "fast"})
@@ -238,14 +254,19 @@ def test_bench_row_wrong_type() -> None:
 def test_bench_header_wrong_version_and_env() -> None:
     header = {
         "kind": "header",
-        "schema_version": 1,
+        "schema_version": 2,
         "run_id": "bench-x",
         "mode": "quick",
         "started_utc": "2026-01-02T03:04:05+00:00",
         "env": ENV,
+        "machine": MACHINE,
+        "machine_id": MACHINE_ID,
     }
     validate(header, "bench-row")
-    fails({**header, "schema_version": 2}, "bench-row", "$.schema_version", "2, expected 1")
+    fails({**header, "schema_version": 1}, "bench-row", "$.schema_version", "1, expected 2")
+    no_machine = {k: v for k, v in header.items() if k != "machine_id"}
+    fails(no_machine, "bench-row", "$", "missing field(s) machine_id")
+    fails({**THROUGHPUT, "machine_id": "host-a"}, "bench-row", "$.machine_id")
     env = {k: v for k, v in ENV.items() if k != "torch"}
     fails({**header, "env": env}, "bench-row", "$.env", "missing field(s) torch")
     gpu = {"name": "H200", "driver": "570", "memory_total_bytes": "big"}
