@@ -1,32 +1,19 @@
-"""Registers the conformance plugin and the fixtures tests use (see runner/plugin.py)."""
+"""Registers the conformance plugin and the fixtures tests use: a thin re-export of
+conformance/runner/pytest_entry.py, which holds the one definition (and which an installed
+lmckv also loads through its ``pytest11`` entry point; the hooks run once either way)."""
 
 from __future__ import annotations
 
 import pytest
 
-from conformance.drivers import Driver
-from conformance.runner.options import add_options
-from conformance.runner.plugin import PLUGIN_NAME, ConformancePlugin, get_plugin
+from conformance.runner.pytest_entry import add_options_once, impl, pair, start_plugin
+
+__all__ = ["impl", "pair"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    add_options(parser)
+    add_options_once(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "rule(id): the SPEC rule a conformance test checks")
-    config.pluginmanager.register(ConformancePlugin(config), PLUGIN_NAME)
-
-
-@pytest.fixture
-def impl(request: pytest.FixtureRequest) -> Driver:
-    """The implementation under test (parametrized over --impl)."""
-    return get_plugin(request.config).drivers[request.param]
-
-
-@pytest.fixture
-def pair(request: pytest.FixtureRequest) -> tuple[Driver, Driver]:
-    """(producer, consumer) of the producer x consumer matrix."""
-    drivers = get_plugin(request.config).drivers
-    producer, consumer = request.param
-    return drivers[producer], drivers[consumer]
+    start_plugin(config)
