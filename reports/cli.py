@@ -36,7 +36,8 @@ def build(inputs: ReportInputs, out_dir: Path, releases: Path | None = None) -> 
     _progress("conformance sections")
     conformance = matrix_section(inputs, out, spec_href)
     interop = interop_section(inputs, out)
-    release_table = releases_section(releases, out)
+    # Only with --releases: the page of a plain run keeps its sections.
+    release_table = [releases_section(releases, out)] if releases is not None else []
     _progress("throughput figures")
     throughput = throughput_section(inputs, out)
     _progress("accuracy figures")
@@ -52,16 +53,8 @@ def build(inputs: ReportInputs, out_dir: Path, releases: Path | None = None) -> 
         f"Built {generated.isoformat(timespec='seconds')} from {', '.join(sources)}. "
         "Tables behind every figure are CSV/JSON files beside this page."
     )
-    sections = [
-        summary,
-        conformance,
-        interop,
-        release_table,
-        throughput,
-        accuracy,
-        comparison,
-        environment,
-    ]
+    sections = [summary, conformance, interop, *release_table]
+    sections += [throughput, accuracy, comparison, environment]
     index = out.path("index.html")
     index.write_text(page(TITLE, subtitle, sections), encoding="utf-8")
     out.finish()
