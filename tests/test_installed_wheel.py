@@ -93,7 +93,8 @@ def test_the_venv_sees_only_the_wheel(venv: Path, workdir: Path, clean_env: dict
     probe = (
         "import conformance, golden_blobs, importlib.resources as r;"
         "print(conformance.__file__);"
-        "print(sorted(p.name for p in r.files('golden_blobs').joinpath('v1').iterdir())[-3:])"
+        "print(sorted(p.name for p in r.files('golden_blobs').joinpath('v1').iterdir()"
+        " if p.name.endswith('.json')))"
     )
     text = _run([str(venv / "python"), "-c", probe], workdir, clean_env)
     assert "site-packages" in text and str(REPO) not in text
