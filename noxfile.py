@@ -171,7 +171,7 @@ def _release_env(session: nox.Session, version: str) -> str:
     """A venv holding torch, lmckv (editable) and lmcache==version; its python. Reused while
     its marker names the same version."""
     env = Path(".nox") / f"lmcache-{version}"
-    python = str((env / "bin" / "python").resolve())
+    python = str((env / "bin" / "python").absolute())  # not resolve(): the venv link
     marker = env / "lmckv-release"
     if marker.is_file() and marker.read_text() == version:
         return python
