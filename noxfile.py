@@ -237,9 +237,13 @@ def report(session: nox.Session) -> None:
     before = set(runs.glob("bench-*.jsonl"))
     session.run("lmckv", "bench", "run", "--quick", "--out", str(runs))
     (bench,) = set(runs.glob("bench-*.jsonl")) - before
+    # The releases table, when `nox -s upstream_versions` has run.
+    releases = Path(".lmckv/upstream-versions/releases.json")
+    with_releases = ["--releases", str(releases)] if releases.is_file() else []
     session.run(
-        "lmckv", "report", str(results), str(bench), "--out", "reports/latest", *session.posargs
-    )
+        "lmckv", "report", str(results), str(bench), "--out", "reports/latest",
+        *with_releases, *session.posargs,
+    )  # fmt: skip
     session.log(f"report: {Path('reports/latest/index.html').resolve()}")
     outcomes = [t["outcome"] for t in json.loads(results.read_text())["tests"]]
     if {"fail", "unexpected_pass"} & set(outcomes):
