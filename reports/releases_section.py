@@ -116,16 +116,22 @@ def format_sentences(
             lost = _missing_names(
                 [t for t in tests[after] if t["id"] in changed and format_of(t["rule"]) == fmt]
             )
-            what = f"{len(changed)} tests change outcome"
+            tests_text = f"{len(changed)} test{'s' if len(changed) != 1 else ''}"
             if lost:
-                what = f"it has no {', '.join(lost)} ({len(changed)} tests now skip)"
-            changes.append(f"in {after} {what}")
+                changes.append(
+                    f"lmcache {after} has no {', '.join(lost)}, so {tests_text} that ran on "
+                    f"{before} skip{'s' if len(changed) == 1 else ''} there"
+                )
+            else:
+                changes.append(f"{tests_text} change outcome from {before} to {after}")
         if not versions:
             sentences[fmt] = "no release was run"
         elif not changes:
             sentences[fmt] = f"unchanged since {versions[0]}: every test has the same outcome"
         else:
-            sentences[fmt] = "changed: " + "; ".join(changes) + "; other tests unchanged"
+            sentences[fmt] = (
+                "changed: " + "; ".join(changes) + f"; every other test as on {versions[0]}"
+            )
     blob = "encoded KV blob"
     if blob in sentences:
         sentences[blob] += "; " + _blob_evidence(summary)
@@ -172,7 +178,7 @@ def releases_section(path: Path | None, out: Output) -> Section:
     frame = rule_table(versions, tests)
     out.csv(frame, "releases_rules.csv")
     sentences = format_sentences(summary, tests)
-    out.json({"versions": versions, "formats": sentences}, "releases.json")
+    out.json({"versions": versions, "formats": sentences}, "releases_formats.json")
     cell_class = {v: frame[v].map(lambda s: STATUS_CLASS.get(s, "")) for v in versions}
     items = "".join(
         f"<li><b>{escape(fmt)}</b>: {escape(text)}.</li>" for fmt, text in sentences.items()

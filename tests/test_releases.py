@@ -133,7 +133,8 @@ def test_release_table_and_format_sentences(tmp_path: Path) -> None:
     assert "1 of 1 canonical inputs encode to identical bytes" in sentences["encoded KV blob"]
     assert "9 of 9 cross-release reads" in sentences["encoded KV blob"]
     assert sentences["protocol messages"] == (
-        "changed: in 0.5.7rc2 it has no X (1 tests now skip); other tests unchanged"
+        "changed: lmcache 0.5.7rc2 has no X, so 1 test that ran on 0.5.6 skips there; "
+        "every other test as on 0.5.3"
     )
     section = releases_section(path, Output(tmp_path / "report"))
     assert "PROTO-A" in section.body and "o-skip" in section.body
