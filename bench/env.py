@@ -17,7 +17,10 @@ from typing import Any
 
 import torch
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from conformance.core.resources import checkout_root
+
+#: The lmckv source checkout (None when lmckv runs from an installed wheel).
+REPO_ROOT = checkout_root()
 
 
 def cpu_model() -> str:
@@ -40,8 +43,11 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def git_commit(repo: Path = REPO_ROOT) -> str | None:
-    """HEAD's full hash for the lmckv checkout, or None outside git / before a commit."""
+def git_commit(repo: Path | None = REPO_ROOT) -> str | None:
+    """HEAD's full hash for the lmckv checkout, or None outside git / before a commit /
+    for an installed wheel."""
+    if repo is None:
+        return None
     try:
         out = subprocess.run(
             ["git", "-C", str(repo), "rev-parse", "--verify", "-q", "HEAD"],

@@ -8,6 +8,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from conformance.core.resources import package_path
 from reports.bench_section import accuracy_section, comparison_section, throughput_section
 from reports.conformance_section import interop_section, matrix_section
 from reports.e2e_section import e2e_section
@@ -15,9 +16,10 @@ from reports.environment import environment_section
 from reports.html import page
 from reports.load import ReportInputError, ReportInputs, load_inputs
 from reports.output import Output
+from reports.releases_section import ReleasesInputError, releases_section
 from reports.summary_section import summary_section
 
-SPEC = Path(__file__).resolve().parent.parent / "reference_impl" / "SPEC.md"
+SPEC = package_path("reference_impl", "SPEC.md")
 TITLE = "lmckv report: KV-cache format conformance and benchmarks"
 
 
@@ -25,14 +27,18 @@ def _progress(message: str) -> None:
     print(f"report: {message}", file=sys.stderr, flush=True)
 
 
-def build(inputs: ReportInputs, out_dir: Path) -> Path:
-    """Write index.html, its figures and tables into ``out_dir``; return the index path."""
+def build(inputs: ReportInputs, out_dir: Path, releases: Path | None = None) -> Path:
+    """Write index.html, its figures and tables into ``out_dir``; return the index path.
+    ``releases``: the releases.json of ``nox -s upstream_versions``, for the releases
+    section."""
     out = Output(out_dir)
     generated = datetime.now(UTC)
     spec_href = Path(os.path.relpath(SPEC, out_dir.resolve())).as_posix()
     _progress("conformance sections")
     conformance = matrix_section(inputs, out, spec_href)
     interop = interop_section(inputs, out)
+    # Only with --releases: the page of a plain run keeps its sections.
+    release_table = [releases_section(releases, out)] if releases is not None else []
     _progress("throughput figures")
     throughput = throughput_section(inputs, out)
     _progress("accuracy figures")
@@ -49,7 +55,8 @@ def build(inputs: ReportInputs, out_dir: Path) -> Path:
         f"Built {generated.isoformat(timespec='seconds')} from {', '.join(sources)}. "
         "Tables behind every figure are CSV/JSON files beside this page."
     )
-    sections = [summary, e2e, accuracy, throughput, conformance, interop, comparison, environment]
+    sections = [summary, e2e, accuracy, throughput, conformance, interop, *release_table]
+    sections += [comparison, environment]
     index = out.path("index.html")
     index.write_text(page(TITLE, subtitle, sections), encoding="utf-8")
     out.finish()
@@ -71,6 +78,11 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--out", required=True, type=Path, help="output directory")
     parser.add_argument("--baseline", type=Path, help="bench results file to compare against")
+    parser.add_argument(
+        "--releases",
+        type=Path,
+        help="releases.json of `nox -s upstream_versions` (the LMCache releases section)",
+    )
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
@@ -81,6 +93,10 @@ def main(argv: list[str]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     _progress(f"loaded {len(inputs.bench)} bench and {len(inputs.conformance)} conformance file(s)")
-    index = build(inputs, args.out)
+    try:
+        index = build(inputs, args.out, args.releases)
+    except ReleasesInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     _progress(f"wrote {index} ({len(list(args.out.iterdir()))} files in {args.out})")
     return 0

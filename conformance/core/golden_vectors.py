@@ -1,21 +1,20 @@
 """Loading the committed golden vectors (golden_blobs/v1/*.json).
 
-Set ``LMCKV_GOLDEN_DIR`` to read another golden_blobs directory.
+Read through ``importlib.resources`` (the ``golden_blobs`` data package); set
+``LMCKV_GOLDEN_DIR`` to read another golden_blobs directory.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import os
-from pathlib import Path
 from typing import Any
 
+from conformance.core.resources import golden_dir
 from conformance.core.schemas import validate
 
-GOLDEN_DIR = Path(
-    os.environ.get("LMCKV_GOLDEN_DIR", Path(__file__).resolve().parents[2] / "golden_blobs")
-)
+#: The golden_blobs folder (the ``golden_blobs`` package, or ``$LMCKV_GOLDEN_DIR``).
+GOLDEN_DIR = golden_dir()
 
 
 @functools.cache

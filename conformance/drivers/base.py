@@ -39,6 +39,10 @@ class Driver(abc.ABC):
     def supports(self, capability: str) -> bool:
         return capability in self.info.capabilities
 
+    def unsupported_reason(self, capability: str) -> str:
+        """Why the implementation does not declare ``capability`` (a skip reason)."""
+        return f"{self.name} does not declare capability {capability}"
+
     @abc.abstractmethod
     def call(self, op: str, **fields: Any) -> dict[str, Any]:
         """Run one operation; never raises for the implementation's own failures."""

@@ -145,6 +145,7 @@ class PythonDriver(Driver):
         kind: str = "python",
         version: str | None = None,
         value_error_is_typed: bool = False,
+        label: str | None = None,
     ) -> None:
         self.kv_codec = kv_codec
         self.protocol = protocol
@@ -152,20 +153,32 @@ class PythonDriver(Driver):
         modules = [m for m in (kv_codec, protocol, keys) if isinstance(m, types.ModuleType)]
         self.error_classes = _own_error_classes(modules)
         self.value_error_is_typed = value_error_is_typed
+        #: How skip reasons name the implementation ("lmcache 0.5.7rc2"); default its name.
+        self.label = label or name
         self.info = ImplInfo(name, kind, version, self._probe_capabilities())
 
     # -- plumbing -------------------------------------------------------------------------
 
     def _probe_capabilities(self) -> list[str]:
         """Every operation and flag whose public names the three modules provide."""
-        caps = []
-        for op in (*OPERATIONS, *CAPABILITY_FLAGS):
-            prefix = max((p for p in REQUIRED_NAMES if op.startswith(p)), key=len)
-            module_name, names = REQUIRED_NAMES[prefix]
-            module = getattr(self, module_name)
-            if module is not None and all(_provides(module, n) for n in names):
-                caps.append(op)
-        return caps
+        return [op for op in (*OPERATIONS, *CAPABILITY_FLAGS) if not self._missing_names(op)]
+
+    def _missing_names(self, op: str) -> list[str]:
+        """The public names ``op`` needs that the implementation's modules lack."""
+        prefix = max((p for p in REQUIRED_NAMES if op.startswith(p)), key=len)
+        module_name, names = REQUIRED_NAMES[prefix]
+        module = getattr(self, module_name)
+        if module is None:
+            return [f"{module_name} module"]
+        return [n for n in names if not _provides(module, n)]
+
+    def unsupported_reason(self, capability: str) -> str:
+        """``upstream does not declare capability proto.client.read: lmcache 0.5.7rc2 has
+        no ClientMetaMessage``: the first public name the capability needs that is missing."""
+        base = super().unsupported_reason(capability)
+        known = capability in OPERATIONS or capability in CAPABILITY_FLAGS
+        missing = self._missing_names(capability) if known else []
+        return f"{base}: {self.label} has no {missing[0]}" if missing else base
 
     def classify(self, exc: BaseException, op: str) -> str:
         """The canonical error name for ``exc`` raised by ``op`` (TESTEE.md, "Errors").

@@ -1,4 +1,10 @@
-"""``upstream``: LMCache's own Python modules (lmcache 0.5.6) driven like the reference.
+"""``upstream``: LMCache's own Python modules (the installed release) driven like the reference.
+
+Every release from 0.5.3 on works: a module that moved between releases is found where the
+installed release keeps it (:data:`PROTOCOL_MODULES`: 0.5.7rc2 moved RemoteMetadata and the
+shape helpers to ``lmcache.inprocess.v1.protocol``), and an API a release removed (0.5.7rc2
+has no ClientMetaMessage, ServerMetaMessage, ClientCommand, ServerReturnCode) leaves its
+operations undeclared, so their tests skip naming the missing class.
 
 Upstream has no error classes of its own for protocol messages and keys and documents
 ValueError for invalid keys, so a ValueError (other than a Unicode decoding error) counts as
@@ -50,26 +56,70 @@ def _quiet_lmcache_logging() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
+#: Where the protocol's names live, first match wins: the message module of every release,
+#: the in-process protocol that 0.5.7rc2 moved RemoteMetadata and the shape helpers to, and
+#: the modules that define the key classes and MemoryFormat (which older releases re-export
+#: from ``lmcache.v1.protocol``).
+PROTOCOL_MODULES = (
+    "lmcache.v1.protocol",
+    "lmcache.inprocess.v1.protocol",
+    "lmcache.utils",
+    "lmcache.v1.memory_management",
+)
+#: The protocol names the driver uses (python_driver.REQUIRED_NAMES and the operations).
+PROTOCOL_NAMES = (
+    "ClientMetaMessage",
+    "ClientCommand",
+    "ServerMetaMessage",
+    "ServerReturnCode",
+    "MemoryFormat",
+    "RemoteMetadata",
+    "init_remote_metadata_info",
+    "get_remote_metadata_bytes",
+    "pad_shape_to_4d",
+    "strip_shape_padding",
+    "MAX_KEY_LENGTH",
+    "CacheEngineKey",
+    "LayerCacheEngineKey",
+    "parse_cache_key",
+    "DTYPE_TO_INT",
+    "INT_TO_DTYPE",
+)
+
+
+def _optional_module(name: str) -> types.ModuleType | None:
+    """The module, or None when this release does not have it."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and name.startswith(exc.name):
+            return None
+        raise
+
+
+def _protocol_namespace() -> types.SimpleNamespace:
+    """The protocol names the installed release has, each from the first module that
+    defines it; a name no module has is absent (its operations are undeclared)."""
+    modules = [m for m in map(_optional_module, PROTOCOL_MODULES) if m is not None]
+    found: dict[str, object] = {}
+    for module in modules:
+        for name in PROTOCOL_NAMES:
+            if name not in found and hasattr(module, name):
+                found[name] = getattr(module, name)
+    return types.SimpleNamespace(**found)
+
+
 def load_upstream(name: str = "upstream") -> PythonDriver:
     """Import lmcache's modules and wrap them; raises ImportError when lmcache is absent."""
     _stub_awscrt()
     kv_codec = importlib.import_module("lmcache.v1.kv_codec")
-    protocol_module = importlib.import_module("lmcache.v1.protocol")
-    utils = importlib.import_module("lmcache.utils")
     api = importlib.import_module("lmcache.v1.distributed.api")
     fs = importlib.import_module("lmcache.v1.distributed.l2_adapters.fs_l2_adapter")
     s3 = importlib.import_module("lmcache.v1.distributed.l2_adapters.s3_l2_adapter")
     _quiet_lmcache_logging()
     # upstream's decode wraps the immutable input in torch.frombuffer and warns about it
     warnings.filterwarnings("ignore", message="The given buffer is not writable")
-    # The wheel's protocol module no longer re-exports the key classes it uses.
-    protocol = types.SimpleNamespace(
-        **{
-            **vars(protocol_module),
-            "CacheEngineKey": utils.CacheEngineKey,
-            "LayerCacheEngineKey": utils.LayerCacheEngineKey,
-        }
-    )
+    protocol = _protocol_namespace()
     keys = types.SimpleNamespace(
         ObjectKey=api.ObjectKey,
         EncodedObjectKey=api.EncodedObjectKey,
@@ -82,4 +132,12 @@ def load_upstream(name: str = "upstream") -> PythonDriver:
         MemoryLayoutDesc=api.MemoryLayoutDesc,
     )
     version = importlib.metadata.version("lmcache")
-    return PythonDriver(name, kv_codec, protocol, keys, version=version, value_error_is_typed=True)
+    return PythonDriver(
+        name,
+        kv_codec,
+        protocol,
+        keys,
+        version=version,
+        value_error_is_typed=True,
+        label=f"lmcache {version}",
+    )

@@ -5,12 +5,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from conformance.core.resources import checkout_root, package_path
 from conformance.golden import codec_blobs, codec_encode, key_vectors, protocol_vectors
 from conformance.golden.codec_builder import NOTES as CODEC_NOTES
 from conformance.golden.codec_builder import CodecVectors, reference_driver
 from conformance.golden.common import FileSet, manifest
 
-GOLDEN_DIR = Path(__file__).resolve().parents[2] / "golden_blobs"
+
+def checkout_golden_dir() -> Path | None:
+    """golden_blobs/ of the source checkout this code runs from (the ``golden_blobs``
+    package, a real folder of the checkout), else None: an installed wheel has no
+    checkout, and nothing writes into site-packages."""
+    root = checkout_root()
+    folder = package_path("golden_blobs")
+    return folder if root is not None and folder.parent == root else None
+
+
+#: Where the generator writes by default: the checkout's golden_blobs/ (None when installed).
+GOLDEN_DIR = checkout_golden_dir()
 
 CODEC_DESCRIPTION = (
     "Encoded-KV blob v1 (AsymK16V8). Each vector names a blob file; 'expected' holds the "

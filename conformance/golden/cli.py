@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from conformance.core.resources import golden_dir
 from conformance.golden.build import GOLDEN_DIR, build_all
 
 
@@ -34,8 +35,18 @@ def main(argv: list[str] | None = None) -> int:
         "missing from, or is extra in the committed tree, naming each.",
     )
     parser.add_argument("--check", action="store_true", help="compare, do not write")
-    parser.add_argument("--out", type=Path, default=GOLDEN_DIR, help="golden_blobs directory")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=GOLDEN_DIR,
+        help="golden_blobs directory (default: the checkout's; --check alone compares with "
+        "the installed vectors)",
+    )
     args = parser.parse_args(argv)
+    if args.out is None:
+        if not args.check:
+            parser.error("no source checkout here: name the folder to write with --out DIR")
+        args.out = golden_dir()
     start = time.monotonic()
     files = build_all(progress=lambda msg: print(msg, file=sys.stderr))
     committed = _committed(args.out)

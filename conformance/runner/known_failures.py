@@ -7,6 +7,11 @@ does a listed test that no longer exists: the lists can only shrink.
 
 A ``*`` in a test id matches any text: ``test_matrix_payload[upstream-to-*-enc-...]`` lists
 a producer's failure whatever implementation consumes its output.
+
+Upstream has one list per LMCache release, ``upstream-<version>.txt``; a release without its
+own list uses the nearest earlier release's (:func:`upstream_list_path`), so a new release
+starts from its predecessor's expectations. :attr:`KnownFailures.source` says which file a
+run used.
 """
 
 from __future__ import annotations
@@ -16,12 +21,15 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
+from conformance.core.resources import package_path
+
 #: Set LMCKV_KNOWN_FAILURES_DIR to read the lists from another directory (self-tests do).
 KNOWN_FAILURES_DIR = Path(
-    os.environ.get(
-        "LMCKV_KNOWN_FAILURES_DIR", Path(__file__).resolve().parents[1] / "known_failures"
-    )
+    os.environ.get("LMCKV_KNOWN_FAILURES_DIR") or package_path("conformance", "known_failures")
 )
+UPSTREAM_PREFIX = "upstream-"
 
 
 class KnownFailuresError(ValueError):
@@ -43,6 +51,20 @@ class KnownFailures:
         listed = test_id if test_id in self.reasons else None
         listed = listed or next((line for line in self.reasons if matches(line, test_id)), None)
         return None if listed is None else (self.numbers.get(listed, 0), listed)
+
+    #: The version the list was written for when it is another release's (the nearest
+    #: earlier one), else None.
+    fallback_from: str | None = None
+
+    @property
+    def source(self) -> str:
+        """Which list the run used, for people: ``upstream-0.5.6.txt``, ``upstream-0.5.6.txt
+        (nearest earlier release; no upstream-0.5.7rc2.txt)`` or ``none``."""
+        if self.path is None:
+            return "none"
+        if self.fallback_from is None:
+            return self.path.name
+        return f"{self.path.name} (nearest earlier release; no {self.fallback_from})"
 
     def reason_for(self, test_id: str) -> str | None:
         """The reason of the line naming ``test_id`` (exactly, or through a ``*``)."""
@@ -78,16 +100,48 @@ def short_id(nodeid: str) -> str:
 
 
 def list_path(impl: str, version: str | None) -> Path:
-    """upstream -> upstream-<version>.txt; anything else -> <impl>.txt."""
+    """upstream -> upstream-<version>.txt; anything else -> <impl>.txt (which may not exist)."""
     if impl == "upstream" and version:
-        return KNOWN_FAILURES_DIR / f"upstream-{version}.txt"
+        return KNOWN_FAILURES_DIR / f"{UPSTREAM_PREFIX}{version}.txt"
     return KNOWN_FAILURES_DIR / f"{impl}.txt"
 
 
+def upstream_versions(directory: Path | None = None) -> dict[Version, Path]:
+    """The releases that have a list of their own, ordered, with the list's path."""
+    found: dict[Version, Path] = {}
+    for path in (directory or KNOWN_FAILURES_DIR).glob(f"{UPSTREAM_PREFIX}*.txt"):
+        try:
+            found[Version(path.stem.removeprefix(UPSTREAM_PREFIX))] = path
+        except InvalidVersion:
+            continue
+    return dict(sorted(found.items()))
+
+
+def upstream_list_path(version: str, directory: Path | None = None) -> Path | None:
+    """The list of LMCache ``version``: its own ``upstream-<version>.txt``, else the nearest
+    earlier release's (ordered by ``packaging.version``: 0.5.6 < 0.5.7rc2 < 0.5.7), else None
+    (a version older than every list, or one that is not a version)."""
+    own = (directory or KNOWN_FAILURES_DIR) / f"{UPSTREAM_PREFIX}{version}.txt"
+    if own.is_file():
+        return own
+    try:
+        wanted = Version(version)
+    except InvalidVersion:
+        return None
+    earlier = [p for v, p in upstream_versions(directory).items() if v < wanted]
+    return earlier[-1] if earlier else None
+
+
 def load(impl: str, version: str | None) -> KnownFailures:
-    """The implementation's list, or an empty one when it has no file."""
-    path = list_path(impl, version)
-    if not path.is_file():
+    """The implementation's list (for upstream, see :func:`upstream_list_path`), or an
+    empty one when it has none."""
+    path: Path | None = list_path(impl, version)
+    fallback_from = None
+    if impl == "upstream" and version:
+        path = upstream_list_path(version)
+        if path is not None and path != list_path(impl, version):
+            fallback_from = list_path(impl, version).name
+    if path is None or not path.is_file():
         return KnownFailures(impl, None, {})
     reasons: dict[str, str] = {}
     numbers: dict[str, int] = {}
@@ -103,4 +157,4 @@ def load(impl: str, version: str | None) -> KnownFailures:
             raise KnownFailuresError(f"{path.name}:{number}: {test_id} is listed twice")
         reasons[test_id] = reason
         numbers[test_id] = number
-    return KnownFailures(impl, path, reasons, numbers)
+    return KnownFailures(impl, path, reasons, numbers, fallback_from)

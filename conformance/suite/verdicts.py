@@ -12,10 +12,11 @@ from conformance.drivers.base import Driver
 
 
 def require(impl: Driver, *capabilities: str) -> None:
-    """Skip, naming the capability, when the implementation does not declare it."""
+    """Skip, naming the capability and why it is missing, when the implementation does not
+    declare it."""
     for cap in capabilities:
         if not impl.supports(cap):
-            pytest.skip(f"{impl.name} does not declare capability {cap}")
+            pytest.skip(impl.unsupported_reason(cap))
 
 
 def _error_text(res: dict[str, Any]) -> str:

@@ -1,4 +1,8 @@
-"""Compile the C testee with the system ``cc`` into ``conformance/testees/c/build/``.
+"""Compile the C testee with the system ``cc`` into :data:`BUILD_DIR`.
+
+In a source checkout the build folder is ``conformance/testees/c/build/``; an installed lmckv
+builds into the per-user cache ``${XDG_CACHE_HOME:-~/.cache}/lmckv/c-testee/`` and never
+writes into site-packages. ``$LMCKV_C_BUILD_DIR`` overrides both.
 
 The binary is cached under a name derived from the SHA-256 of the sources, the flags and the
 compiler's version, so an unchanged tree is built once and a changed one is rebuilt. Builds are
@@ -24,8 +28,22 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-SOURCE_DIR = Path(__file__).resolve().parent
-BUILD_DIR = SOURCE_DIR / "build"
+from conformance.core.resources import cache_dir, checkout_root, is_writable_dir, package_path
+
+#: The C sources (package data of ``conformance.testees.c``).
+SOURCE_DIR = package_path("conformance.testees.c")
+
+
+def _build_dir() -> Path:
+    override = os.environ.get("LMCKV_C_BUILD_DIR")
+    if override:
+        return Path(override)
+    if checkout_root() is not None and is_writable_dir(SOURCE_DIR):
+        return SOURCE_DIR / "build"
+    return cache_dir("c-testee")
+
+
+BUILD_DIR = _build_dir()
 BINARY_NAME = "lmckv-testee"
 
 #: The standard and warnings the testee must build with (the issue's acceptance criteria).

@@ -1,0 +1,5 @@
+import sys
+
+from conformance.releases.cross import main
+
+sys.exit(main())

@@ -1,0 +1,154 @@
+"""Every LMCache release: the known-failure list a release uses, the skip reason of a removed
+API, the cross-release steps and the report's release section (no lmcache needed)."""
+
+from __future__ import annotations
+
+import json
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import reference_impl.keys
+import reference_impl.kv_codec
+import reference_impl.protocol
+from conformance.drivers.python_driver import PythonDriver
+from conformance.releases import cross, listed_versions
+from conformance.runner.known_failures import load, upstream_list_path
+from reports.output import Output
+from reports.releases_section import format_sentences, releases_section, rule_table
+
+
+def _lists(tmp_path: Path, *versions: str) -> Path:
+    for v in versions:
+        (tmp_path / f"upstream-{v}.txt").write_text("# empty\n")
+    (tmp_path / "upstream-notaversion.txt").write_text("# ignored\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [
+        ("0.5.3", "upstream-0.5.3.txt"),
+        ("0.5.5", "upstream-0.5.3.txt"),  # nearest earlier
+        ("0.5.7rc1", "upstream-0.5.3.txt"),  # pre-releases sort before their release
+        ("0.5.7rc2", "upstream-0.5.7rc2.txt"),
+        ("0.5.7", "upstream-0.5.7rc2.txt"),
+        ("0.6.0", "upstream-0.5.7rc2.txt"),
+        ("0.5.2", None),  # older than every list
+        ("main", None),  # not a version
+    ],
+)
+def test_a_release_uses_its_list_or_the_nearest_earlier(
+    tmp_path: Path, version: str, expected: str | None
+) -> None:
+    found = upstream_list_path(version, _lists(tmp_path, "0.5.3", "0.5.7rc2"))
+    assert (found.name if found else None) == expected
+
+
+def test_the_committed_lists_cover_every_listed_release() -> None:
+    versions = listed_versions()
+    assert versions[:1] == ["0.5.3"] and "0.5.7rc2" in versions
+    for version in versions:
+        listed = load("upstream", version)
+        assert listed.path is not None, version
+        assert listed.reasons, version
+    fallback = load("upstream", "0.5.5")
+    assert fallback.path is not None and fallback.path.name == "upstream-0.5.3.txt"
+    assert fallback.source == "upstream-0.5.3.txt (nearest earlier release; no upstream-0.5.5.txt)"
+    assert load("upstream", "0.5.7rc2").source == "upstream-0.5.7rc2.txt"
+    assert load("reference", "0.1.0").source == "none"
+
+
+def test_a_removed_api_is_an_undeclared_capability_named_in_the_skip() -> None:
+    protocol = types.SimpleNamespace(
+        **{k: v for k, v in vars(reference_impl.protocol).items() if k != "ClientMetaMessage"}
+    )
+    driver = PythonDriver(
+        "upstream",
+        reference_impl.kv_codec,
+        protocol,
+        reference_impl.keys,
+        version="0.5.7rc2",
+        label="lmcache 0.5.7rc2",
+    )
+    assert not driver.supports("proto.client.read")
+    assert driver.supports("proto.server.read") and driver.supports("codec.parse")
+    assert driver.unsupported_reason("proto.client.read") == (
+        "upstream does not declare capability proto.client.read: "
+        "lmcache 0.5.7rc2 has no ClientMetaMessage"
+    )
+    assert driver.call("proto.client.read", msg=b"")["error"] == "UnsupportedOperation"
+
+
+def _test(rule: str, outcome: str, n: int, reason: str | None = None) -> dict[str, Any]:
+    return {
+        "id": f"conformance/suite/test_x.py::t[upstream-{rule}-{n}]",
+        "impl": "upstream",
+        "rule": rule,
+        "outcome": outcome,
+        "reason": reason,
+        "producer": None,
+    }
+
+
+def _releases(tmp_path: Path) -> Path:
+    skip = "upstream does not declare capability proto.client.read: lmcache 0.5.7rc2 has no X"
+    runs = {
+        "0.5.3": [_test("KV-CRC", "pass", 1), _test("PROTO-A", "known_failure", 1)],
+        "0.5.6": [_test("KV-CRC", "pass", 1), _test("PROTO-A", "known_failure", 1)],
+        "0.5.7rc2": [_test("KV-CRC", "pass", 1), _test("PROTO-A", "skip", 1, skip)],
+    }
+    for version, tests in runs.items():
+        folder = tmp_path / version / "encoded"
+        folder.mkdir(parents=True)
+        (folder / "enc-a.bin").write_bytes(b"same bytes")
+        (tmp_path / version / "results.json").write_text(json.dumps({"tests": tests}))
+        reads = {p: {"enc-a": "pass"} for p in runs}
+        (tmp_path / version / "read.json").write_text(json.dumps(reads))
+    summary = cross.summarize(tmp_path, list(runs))
+    assert cross.problems(summary) == []
+    path = tmp_path / "releases.json"
+    path.write_text(json.dumps(summary))
+    return path
+
+
+def test_release_table_and_format_sentences(tmp_path: Path) -> None:
+    path = _releases(tmp_path)
+    summary = json.loads(path.read_text())
+    tests = {
+        v: json.loads((tmp_path / v / "results.json").read_text())["tests"]
+        for v in summary["versions"]
+    }
+    frame = rule_table(summary["versions"], tests)
+    assert frame.set_index("rule").loc["PROTO-A"].tolist() == [
+        "protocol messages",
+        "known failure",
+        "known failure",
+        "skipped",
+    ]
+    sentences = format_sentences(summary, tests)
+    assert sentences["encoded KV blob"].startswith("unchanged since 0.5.3")
+    assert "1 of 1 canonical inputs encode to identical bytes" in sentences["encoded KV blob"]
+    assert "9 of 9 cross-release reads" in sentences["encoded KV blob"]
+    assert sentences["protocol messages"] == (
+        "changed: lmcache 0.5.7rc2 has no X, so 1 test that ran on 0.5.6 skips there; "
+        "every other test as on 0.5.3"
+    )
+    section = releases_section(path, Output(tmp_path / "report"))
+    assert "PROTO-A" in section.body and "o-skip" in section.body
+
+
+def test_differing_encodes_are_problems(tmp_path: Path) -> None:
+    for version, data in (("1.0", b"a"), ("1.1", b"b")):
+        (tmp_path / version / "encoded").mkdir(parents=True)
+        (tmp_path / version / "encoded" / "enc-a.bin").write_bytes(data)
+    found = cross.problems(cross.summarize(tmp_path, ["1.0", "1.1"]))
+    assert found[0].startswith("encode enc-a: 1.0=")
+    assert "read: 1.0 read nothing" in found[1]
+
+
+def test_no_releases_file_is_a_visible_note(tmp_path: Path) -> None:
+    section = releases_section(None, Output(tmp_path))
+    assert "nox -s upstream_versions" in section.body
