@@ -84,7 +84,8 @@ def lint(session: nox.Session) -> None:
 @nox.session(**VENV)
 def tests(session: nox.Session) -> None:
     """Unit and property tests, the golden-vector check, the conformance suite (reference and
-    upstream; the C testee under ASan+UBSan) and a short fuzzing campaign (100k inputs per
+    upstream; the C testee under ASan+UBSan; the reference and upstream servers and the
+    reference client over loopback sockets) and a short fuzzing campaign (100k inputs per
     target)."""
     install(session, "test", "bench", "fuzz", upstream=True)
     # The slow tests (the installed wheel) run in the `dist` session, on the wheel it builds.
@@ -100,6 +101,11 @@ def tests(session: nox.Session) -> None:
     session.run(
         "pytest", "-n", "2", "conformance", "--impl", "c-asan",
         "--junitxml=.lmckv/junit-conformance-c-asan.xml",
+    )  # fmt: skip
+    session.run(
+        "pytest", "-n", "2", "conformance", "--impl", "reference-server",
+        "--impl", "upstream-server", "--impl", "reference-client",
+        "--junitxml=.lmckv/junit-conformance-sockets.xml",
     )  # fmt: skip
     session.run(
         "python", "-m", "conformance.fuzz", "--seconds", "160", "--runs", "100000",
