@@ -74,8 +74,9 @@ def install(session: nox.Session, *extras: str, upstream: bool = False) -> None:
 
 @nox.session(**VENV)
 def lint(session: nox.Session) -> None:
-    """ruff (lint + format check) and mypy --strict on every package."""
-    install(session, "lint")
+    """ruff (lint + format check) and mypy --strict on every package (with the test and
+    bench dependencies installed, so that mypy sees their types)."""
+    install(session, "lint", "test", "bench")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")
@@ -124,7 +125,7 @@ def dist(session: nox.Session) -> None:
     session.run("twine", "check", "--strict", *map(str, built))
     (wheel,) = DIST_DIR.glob("lmckv-*.whl")
     session.run(
-        "pytest", "-q", "-m", "slow", "tests", "-p", "no:cacheprovider",
+        "pytest", "-q", "-m", "slow", "tests/test_installed_wheel.py", "-p", "no:cacheprovider",
         "--junitxml=.lmckv/junit-dist.xml", env={"LMCKV_WHEEL": str(wheel.resolve())},
     )  # fmt: skip
 

@@ -11,20 +11,23 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from conformance.core.resources import checkout_root
 from conformance.core.rules import RULES
 from conformance.core.schemas import RESULTS_VERSION, validate
 from conformance.drivers.base import ImplInfo
 
 #: What one test of one implementation (or pair) can come to.
 OUTCOMES = ("pass", "fail", "known_failure", "unexpected_pass", "skip")
-REPO = Path(__file__).resolve().parents[2]
 
 
 def git_commit() -> str | None:
     """The commit of the checkout the suite runs from, if it is one."""
+    root = checkout_root()
+    if root is None:
+        return None
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
         )
     except (OSError, subprocess.SubprocessError):
         return None

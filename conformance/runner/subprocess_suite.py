@@ -12,7 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
+from conformance.core.resources import package_path
+
+#: The folder that holds the conformance package (a checkout, or site-packages).
+REPO = package_path("conformance").parent
 
 
 @dataclass
