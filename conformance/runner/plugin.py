@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from conformance.core.resources import package_path
 from conformance.core.rules import RULES, SHOULD
 from conformance.drivers import Driver, DriverError
 from conformance.drivers.exec_driver import ExecSettings, Transcript
@@ -29,7 +30,7 @@ from conformance.runner import known_failures as exp
 from conformance.runner.impl_specs import load_driver
 from conformance.runner.markdown_summary import write_markdown
 from conformance.runner.options import COMMAND, in_command, testee_timeout
-from conformance.runner.results_file import OUTCOMES, REPO, utc_now, write_results
+from conformance.runner.results_file import OUTCOMES, utc_now, write_results
 from conformance.runner.rule_groups import RuleGroup, group_failures, rule_tag, spec_link
 from conformance.runner.terminal_summary import write_summary
 from conformance.suite.matrix import matrix_cases, matrix_checks, matrix_pairs
@@ -71,7 +72,7 @@ def display_path(path: Path | None) -> str | None:
     if path is None:
         return None
     try:
-        return path.resolve().relative_to(REPO).as_posix()
+        return path.resolve().relative_to(package_path("conformance").parent).as_posix()
     except ValueError:
         return str(path.resolve())
 
