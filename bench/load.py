@@ -161,26 +161,10 @@ def run_size(
 
 
 def _server(name: str) -> Any:
-    import sys
+    from conformance.drivers.server_driver import load_server, reference_server
 
-    from conformance.drivers.server_driver import REFERENCE_START_TIMEOUT, ServerDriver, load_server
-
-    if name == "reference-server":
-        return ServerDriver(
-            name,
-            None,
-            command=[
-                sys.executable,
-                "-m",
-                "lmckv",
-                "serve",
-                "--port",
-                "{port}",
-                "--capacity-bytes",
-                str(REFERENCE_CAPACITY),
-            ],
-            start_timeout=REFERENCE_START_TIMEOUT,
-        )
+    if name == "reference-server":  # a capacity that holds the whole run: nothing evicted
+        return reference_server(capacity_bytes=REFERENCE_CAPACITY, idle_timeout=None)
     return load_server(name)
 
 

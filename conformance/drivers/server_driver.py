@@ -213,28 +213,29 @@ def _upstream_version() -> str | None:
         return None
 
 
+def reference_server(
+    capacity_bytes: int = REFERENCE_CAPACITY, idle_timeout: float | None = REFERENCE_IDLE_TIMEOUT
+) -> ServerDriver:
+    """``lmckv serve`` on a free loopback port, with this capacity and idle timeout (None:
+    the server's default)."""
+    command = [sys.executable, "-m", "lmckv", "serve", "--port", "{port}"]
+    command += ["--capacity-bytes", str(capacity_bytes)]
+    if idle_timeout is not None:
+        command += ["--idle-timeout", str(idle_timeout)]
+    return ServerDriver(
+        "reference-server",
+        None,
+        command=command,
+        start_timeout=REFERENCE_START_TIMEOUT,
+        capacity_bytes=capacity_bytes,
+        idle_timeout=idle_timeout,
+    )
+
+
 def load_server(spec: str) -> ServerDriver | None:
     """The server driver ``spec`` names, or None when it names no server."""
     if spec == "reference-server":
-        return ServerDriver(
-            "reference-server",
-            None,
-            command=[
-                sys.executable,
-                "-m",
-                "lmckv",
-                "serve",
-                "--port",
-                "{port}",
-                "--capacity-bytes",
-                str(REFERENCE_CAPACITY),
-                "--idle-timeout",
-                str(REFERENCE_IDLE_TIMEOUT),
-            ],
-            start_timeout=REFERENCE_START_TIMEOUT,
-            capacity_bytes=REFERENCE_CAPACITY,
-            idle_timeout=REFERENCE_IDLE_TIMEOUT,
-        )
+        return reference_server()
     if spec == "upstream-server":
         version = _upstream_version()
         if version is None:
