@@ -62,6 +62,26 @@ def _scope_table(throughput: pd.DataFrame, machines: list[str]) -> pd.DataFrame:
     )
 
 
+FLAG_TEXT = {
+    "launch_bound": "launch-bound (median below 50 us: launches and Python, not bytes)",
+    "throttled": "throttled (a power or thermal clock event reason while its group ran)",
+}
+
+
+def flagged_rows(throughput: pd.DataFrame) -> pd.DataFrame:
+    """Rows marked ``launch_bound`` or ``throttled`` (CUDA), with a ``flags`` column."""
+    columns = ["machine", "device", "op", "impl", "scope", "dtype", "case", "median_s", "gbps"]
+    masks = {
+        flag: throughput[flag].map(lambda v: v is True) for flag in FLAG_TEXT if flag in throughput
+    }
+    if not masks or throughput.empty:
+        return pd.DataFrame(columns=[*columns, "flags"])
+    any_flag = pd.concat(masks.values(), axis=1).any(axis=1)
+    rows = throughput.loc[any_flag, columns].copy()
+    rows["flags"] = [", ".join(flag for flag, mask in masks.items() if mask[i]) for i in rows.index]
+    return rows.reset_index(drop=True)
+
+
 def throughput_section(inputs: ReportInputs, out: Output) -> Section:
     """GB/s against call size per op and device, limits drawn in, with the tables behind them."""
     title = "Throughput"
@@ -74,8 +94,11 @@ def throughput_section(inputs: ReportInputs, out: Output) -> Section:
         paragraph(
             "Median GB/s of input K+V bytes per call (bars: interquartile range over rounds); "
             "the dashed grey lines are the limits measured in the same run on the same bytes "
-            "(memcpy for encode/decode, CRC-32 for parse, device-to-device copy on CUDA). "
-            "Ratios are per row within one run, then the median is taken."
+            "(memcpy for encode/decode, CRC-32 for parse on CPU; on CUDA the pageable host "
+            "copies d2h_pageable for encode and h2d_pageable for decode, their pinned "
+            "counterparts d2h_pinned/h2d_pinned beside them, d2d for quantize). "
+            "Ratios are per row within one run, then the median is taken; machines are "
+            "never pooled."
         )
     ]
     machines = inputs.machines
@@ -117,10 +140,30 @@ def throughput_section(inputs: ReportInputs, out: Output) -> Section:
                 "throughput_by_scope.csv",
             )
         )
+        flagged = flagged_rows(throughput)
+        if flagged.empty:
+            body.append(paragraph("No row is flagged launch-bound or throttled."))
+        else:
+            out.csv(flagged, "throughput_flagged.csv")
+            meaning = "; ".join(
+                FLAG_TEXT[f] for f in FLAG_TEXT if flagged["flags"].str.contains(f).any()
+            )
+            body.append(
+                note(
+                    f"{len(flagged)} throughput rows are flagged, their GB/s is not a bytes "
+                    f"rate of the codec: {meaning}"
+                )
+                + details(
+                    f"Flagged throughput rows ({len(flagged)})",
+                    table(flagged),
+                    "throughput_flagged.csv",
+                )
+            )
         body.append(
             paragraph(
-                "Every row with its quartiles (q25_s, q75_s), raw per-call samples (samples_s), "
-                "run and machine: throughput.csv."
+                "Every row with its quartiles (q25_s, q75_s), per-process samples "
+                "(samples_by_process), flags (launch_bound, throttled), run and machine: "
+                "throughput.csv."
             )
         )
     telemetry = inputs.bench_table("telemetry")

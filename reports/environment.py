@@ -10,35 +10,60 @@ import matplotlib
 import pandas as pd
 
 from reports.html import Section, collapsible, note, table
-from reports.load import BenchRun, ReportInputs
+from reports.load import BenchRun, ReportInputs, machine_record
 from reports.output import Output
 
 
+def _gib(value: Any) -> str:
+    return f"{value / 2**30:.1f} GiB" if isinstance(value, int | float) else "?"
+
+
 def _gpu_text(gpu: Any) -> str:
+    """The machine record's GPU (bench/machine.py, by NVML UUID) in one line."""
     if not isinstance(gpu, dict):
-        return "none (NVML reported no GPU)"
-    memory = gpu.get("memory_total_bytes")
-    memory_text = f"{memory / 2**30:.1f} GiB" if isinstance(memory, int | float) else "?"
-    return (
-        f"{gpu.get('name', '?')}, driver {gpu.get('driver', '?')}, {memory_text}, "
-        f"SM {gpu.get('sm_clock_mhz', '?')} MHz, memory {gpu.get('mem_clock_mhz', '?')} MHz"
-    )
+        return "none (torch saw no CUDA device)"
+    if gpu.get("nvml_error"):
+        return f"{gpu.get('name', '?')} {gpu.get('uuid', '?')} (NVML: {gpu['nvml_error']})"
+    l2 = gpu.get("l2_bytes")
+    power = gpu.get("power_limit_w")
+    parts = [
+        f"{gpu.get('name', '?')} {gpu.get('uuid', '?')}",
+        f"driver {gpu.get('driver', '?')}",
+        _gib(gpu.get("memory_total_bytes")),
+        f"{gpu.get('sm_count', '?')} SMs",
+        f"L2 {l2 / 2**20:.0f} MiB" if isinstance(l2, int | float) else "L2 ?",
+        f"power limit {power:.0f} W" if isinstance(power, int | float) else "power limit ?",
+        f"PCIe gen {gpu.get('pcie_gen', '?')} x{gpu.get('pcie_width', '?')}"
+        f" (max gen {gpu.get('pcie_gen_max', '?')} x{gpu.get('pcie_width_max', '?')})",
+        f"MIG {'on' if gpu.get('mig_mode') else 'off' if gpu.get('mig_mode') is False else '?'}",
+    ]
+    return ", ".join(parts)
 
 
 def bench_environment(run: BenchRun, role: str) -> dict[str, str]:
-    """The header of one bench file as label -> text (SCHEMAS: header ``env``)."""
+    """The header of one bench file as label -> text (RESULTS.md: header ``machine`` record,
+    ``machine_id`` and ``env``)."""
     env = run.header["env"]
+    machine = machine_record(run.header)
+    cpu = machine.get("cpu_model") or env.get("cpu_model", "?")
+    usable = machine.get("cpu_usable", env.get("cpu_count", "?"))
+    logical = machine.get("cpu_logical", "?")
     return {
         "role": role,
         "file": run.path.name,
         "run id": str(run.header["run_id"]),
         "machine": run.machine,
+        "machine id": str(run.header.get("machine_id") or "?"),
+        "host id (hash)": str(machine.get("host_id") or "?"),
         "mode": str(run.header["mode"]),
         "started (UTC)": str(run.header["started_utc"]),
-        "CPU": f"{env.get('cpu_model', '?')} ({env.get('cpu_count', '?')} logical CPUs)",
-        "GPU (NVML)": _gpu_text(env.get("gpu")),
+        "CPU": f"{cpu} ({usable} usable of {logical} logical CPUs)",
+        "CPU governor": str(machine.get("governor") or "unknown"),
+        "RAM": _gib(machine.get("ram_bytes")),
+        "GPU": _gpu_text(machine.get("gpu")),
         "python": str(env.get("python", "?")),
         "torch": str(env.get("torch", "?")),
+        "CUDA runtime": str(env.get("cuda_runtime") or "none"),
         "lmcache (upstream)": str(env.get("lmcache") or "not installed"),
         "platform": str(env.get("platform", "?")),
         "commit": str(env.get("git_commit") or "unknown"),

@@ -34,7 +34,18 @@ LIMIT_OPS = frozenset({"copy", "crc32", "alloc"})
 FLOORS = {"encode": "alloc"}
 IMPL_STYLE: dict[str, Literal["-", "--", ":"]] = {"reference": "-", "upstream": "--"}
 DTYPE_MARKER = {"float16": "o", "bfloat16": "s"}
-LIMIT_COLOR = {"memcpy": "0.15", "crc32": "0.45", "alloc": "0.65", "d2d": "0.15", "h2d": "0.45"}
+# One grey per limit (bench/RESULTS.md, limits): pageable copies dark, pinned ones lighter, so
+# the two drawn in one CUDA panel (``limit`` and ``limit_pinned``) are told apart.
+LIMIT_COLOR = {
+    "memcpy": "0.15",
+    "crc32": "0.45",
+    "alloc": "0.65",
+    "d2d": "0.15",
+    "d2h_pageable": "0.15",
+    "d2h_pinned": "0.55",
+    "h2d_pageable": "0.15",
+    "h2d_pinned": "0.55",
+}
 STATUS_COLOR = {"all pass": "#5cb85c", "known failures": "#f0ad4e", "failures": "#d9534f"}
 DPI = 110
 LABELLED_FAMILIES = 3
@@ -162,6 +173,8 @@ def throughput_chart(throughput: pd.DataFrame, device: str, path: Path) -> None:
                 linewidth=1.3,
             )
         drawn_limits = {str(x) for x in op_rows["limit"].dropna()}
+        if "limit_pinned" in op_rows:
+            drawn_limits |= {str(x) for x in op_rows["limit_pinned"].dropna()}
         if op in FLOORS and (limits["impl"] == FLOORS[op]).any():
             drawn_limits.add(FLOORS[op])
         for limit in sorted(drawn_limits):

@@ -138,25 +138,39 @@ def concat(frames: list[pd.DataFrame], columns: tuple[str, ...]) -> pd.DataFrame
     return pd.concat(frames, ignore_index=True)
 
 
+def machine_record(header: dict[str, Any]) -> dict[str, Any]:
+    """The header's machine record (version 2: ``machine``; else ``env.machine``; else {})."""
+    for found in (header.get("machine"), (header.get("env") or {}).get("machine")):
+        if isinstance(found, dict):
+            return found
+    return {}
+
+
 def machine_label(header: dict[str, Any], machine_id: object = None) -> str:
     """A short name for the machine a bench row was measured on.
 
-    The row's ``machine_id`` (else ``env.machine.host_id``) then the hardware, from
-    ``env.machine`` where the writer records it ({host_id, cpu_model, cpu_count, gpu: {name,
-    ...}}), else from the older ``env`` fields (cpu_model, cpu_count, gpu.name): runs of
-    different machines are never merged, and two runs of one host share the name.
+    The row's ``machine_id`` (else the header's, else the machine record's ``host_id``), then
+    the hardware from the header's ``machine`` record (cpu_model, cpu_usable, gpu.name), else
+    from ``env.machine`` or the older ``env`` fields (cpu_model, cpu_count, gpu.name): runs of
+    different machines are never merged, and two runs of one machine share the name.
     """
     env: dict[str, Any] = header.get("env") or {}
-    found = env.get("machine")
-    machine: dict[str, Any] = found if isinstance(found, dict) else {}
+    machine = machine_record(header)
     cpu = machine.get("cpu_model") or env.get("cpu_model") or "?"
-    cores = machine.get("cpu_count") or env.get("cpu_count") or "?"
+    cores = machine.get("cpu_usable") or machine.get("cpu_count") or env.get("cpu_count") or "?"
     gpu = machine.get("gpu") if isinstance(machine.get("gpu"), dict) else env.get("gpu")
     label = f"{cpu} x{cores}"
     if isinstance(gpu, dict) and gpu.get("name"):
         label += f" + {gpu['name']}"
-    host = machine_id if isinstance(machine_id, str) and machine_id else machine.get("host_id")
-    return f"{str(host)[:8]}: {label}" if host else label
+    host = next(
+        (
+            h
+            for h in (machine_id, header.get("machine_id"), machine.get("host_id"))
+            if isinstance(h, str) and h
+        ),
+        None,
+    )
+    return f"{host[:8]}: {label}" if host else label
 
 
 def _validate(document: Any, schema_name: str, where: str) -> None:
@@ -183,6 +197,15 @@ def _check_schema(value: Any, where: str, supported: int) -> None:
         )
 
 
+def _check_bench_version(value: Any, where: str) -> None:
+    """A bench file of another format version: one line naming both versions and the cure."""
+    if value != SCHEMA_VERSION:
+        raise ReportInputError(
+            f"{where}: results file version {value!r}; this lmckv reads version "
+            f"{SCHEMA_VERSION}: re-run lmckv bench run"
+        )
+
+
 def load_bench(path: Path, lines: list[str]) -> BenchRun:
     """Parse a bench JSON Lines file (first record: the header)."""
     records: dict[str, list[dict[str, Any]]] = {kind: [] for kind in BENCH_FIELDS}
@@ -203,7 +226,7 @@ def load_bench(path: Path, lines: list[str]) -> BenchRun:
             if kind != "header":
                 raise ReportInputError(f"{where}: first record must have kind 'header'")
             if "schema_version" in record:
-                _check_schema(record["schema_version"], where, SCHEMA_VERSION)
+                _check_bench_version(record["schema_version"], where)
             _validate(record, "bench-row", where)
             header = record
         elif kind in BENCH_FIELDS:

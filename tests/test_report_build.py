@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from bench.compare import compare_files
+from bench.machine import machine_id
 from reports.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
@@ -112,7 +113,11 @@ def test_tables_behind_figures_are_written(full: tuple[Path, str]) -> None:
     skips = pd.read_csv(out / "skips.csv")
     assert list(skips["what"]) == ["cuda"]
     environment = json.loads((out / "environment.json").read_text())
-    assert environment["bench"][1]["GPU (NVML)"].startswith("NVIDIA H200")
+    gpu = environment["bench"][1]["GPU"]  # the machine record's GPU, by NVML UUID
+    assert gpu.startswith("NVIDIA H200 GPU-32854893-e264-f552-d51e-1c550b01fd02, driver 570")
+    assert "132 SMs" in gpu and "power limit 700 W" in gpu and "PCIe gen 5 x16" in gpu
+    assert "MIG off" in gpu
+    assert environment["bench"][1]["machine id"] == "de9f2f89d8ab2c1e"
 
 
 def test_summary_counts_and_recommended_scope(full: tuple[Path, str]) -> None:
@@ -288,15 +293,15 @@ def test_odd_but_valid_inputs_degrade_with_notes(tmp_path: Path) -> None:
 
 
 def _on_machine(source: Path, target: Path, host: str, cpu: str) -> Path:
-    """``source`` as if run on another machine: env.machine in the header, machine_id on rows,
-    quartiles and raw samples on throughput rows."""
+    """``source`` as if run on another machine: its machine record and machine_id in the
+    header, that machine_id on every row, quartiles and raw samples on throughput rows."""
     records = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
     header = records[0]
     header["run_id"] = f"{header['run_id']}-{host}"
-    header["env"] = {**header["env"], "cpu_model": cpu}
-    header["env"]["machine"] = {"host_id": host, "cpu_model": cpu, "cpu_count": 2, "gpu": None}
+    header["machine"] = {**header["machine"], "host_id": host, "cpu_model": cpu}
+    header["machine_id"] = machine_id(header["machine"])
     for record in records[1:]:
-        record["machine_id"] = host
+        record["machine_id"] = header["machine_id"]
         if record["kind"] == "throughput":
             median = record["median_s"]
             record.update(q25_s=median * 0.9, q75_s=median * 1.1, samples_s=[median, median])
@@ -306,12 +311,13 @@ def _on_machine(source: Path, target: Path, host: str, cpu: str) -> Path:
 
 def test_two_machines_are_shown_apart_never_averaged(tmp_path: Path) -> None:
     source = FIXTURES / "bench-cpu.jsonl"
-    first = _on_machine(source, tmp_path / "bench-a.jsonl", "hostaaaa1111", "CPU-A")
-    second = _on_machine(source, tmp_path / "bench-b.jsonl", "hostbbbb2222", "CPU-B")
+    first = _on_machine(source, tmp_path / "bench-a.jsonl", "a" * 16, "CPU-A")
+    second = _on_machine(source, tmp_path / "bench-b.jsonl", "b" * 16, "CPU-B")
     out = tmp_path / "out"
     assert main([str(first), str(second), "--out", str(out)]) == 0
     page = (out / "index.html").read_text()
-    a, b = "hostaaaa: CPU-A x2", "hostbbbb: CPU-B x2"
+    ids = [json.loads(p.read_text().splitlines()[0])["machine_id"] for p in (first, second)]
+    a, b = f"{ids[0][:8]}: CPU-A x2", f"{ids[1][:8]}: CPU-B x2"  # labelled by machine_id
 
     headline = pd.read_csv(out / "headline_ratios.csv")
     assert set(headline["machine"]) == {a, b}

@@ -81,7 +81,7 @@ def test_detection_does_not_depend_on_file_suffix(tmp_path: Path) -> None:
     ("records", "message"),
     [
         ([HEADER, "not an object"], ":2: a record must be a JSON object"),
-        ([{**HEADER, "schema_version": 1}], "schema_version 1"),
+        ([{**HEADER, "schema_version": 1}], "results file version 1; this lmckv reads version 2"),
         ([HEADER, {"kind": "throughput", "op": "encode"}], "missing field(s) impl"),
         ([HEADER, {"kind": "skip", "what": "cuda"}], ":2: missing field(s) reason"),
         ([{k: v for k, v in HEADER.items() if k != "env"}], "missing field(s) env"),
@@ -95,6 +95,20 @@ def test_bad_bench_records_name_file_and_line(
         load_results(path)
     assert message in str(caught.value)
     assert str(path) in str(caught.value)
+
+
+def test_a_version_1_file_is_one_error_line_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    v1 = {k: v for k, v in HEADER.items() if k not in ("machine", "machine_id")}
+    row = {"kind": "skip", "what": "cuda", "reason": "no GPU"}  # v1 rows carry no machine_id
+    path = write_lines(tmp_path / "bench-old.jsonl", [{**v1, "schema_version": 1}, row])
+    assert main([str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"error: {path}:1: results file version 1; this lmckv reads version 2: "
+        "re-run lmckv bench run"
+    ]
 
 
 def test_truncated_json_line_is_a_typed_error(tmp_path: Path) -> None:

@@ -29,11 +29,22 @@ def accuracy(rows: dict[tuple[str, str], tuple[float, float]]) -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
-def encode(gbps: dict[str, float], device: str = "cpu", machine: str = "m1") -> pd.DataFrame:
-    """Reference encode rows, one case, one dtype, scope -> GB/s."""
+def encode(
+    gbps: dict[str, float],
+    device: str = "cpu",
+    machine: str = "m1",
+    quartiles: dict[str, tuple[float, float]] | None = None,
+) -> pd.DataFrame:
+    """Reference encode rows, one case, one dtype, scope -> GB/s; ``quartiles``: scope ->
+    (GB/s at q75_s, GB/s at q25_s) on 1 GB calls."""
+    quartiles = quartiles or {}
     return pd.DataFrame(
         [
             {
+                "bytes": 10**9,
+                "median_s": 1.0 / value,
+                "q25_s": 1.0 / quartiles[scope][1] if scope in quartiles else None,
+                "q75_s": 1.0 / quartiles[scope][0] if scope in quartiles else None,
                 "op": "encode",
                 "impl": "reference",
                 "device": device,
@@ -150,6 +161,29 @@ def test_too_slow_encode_is_out_of_bounds() -> None:
     table = choice.table.set_index("scope")
     assert not table.loc["PER_PAGE_HEAD", "within_bounds"]
     assert table.loc["PER_PAGE_HEAD", "encode_cost"] == pytest.approx(1.0 - slow)
+
+
+def test_overlapping_encode_intervals_tie_on_speed() -> None:
+    """A median 30% slower whose interquartile interval reaches the fastest's is not slower:
+    its cost is 0, it stays within bounds, and speed does not break the KL tie."""
+    rows = {(s, REAL): (0.05, 100.0) for s in ("PER_LAYER_HEAD", "PER_PAGE_HEAD")}
+    quartiles = {"PER_LAYER_HEAD": (0.9, 1.1), "PER_PAGE_HEAD": (0.5, 0.95)}
+    choice = choose_scope(
+        accuracy(rows),
+        encode({"PER_LAYER_HEAD": 1.0, "PER_PAGE_HEAD": 0.7}, quartiles=quartiles),
+        e2e({"PER_LAYER_HEAD": NOISY, "PER_PAGE_HEAD": NOISY[::-1]}),
+    )
+    table = choice.table.set_index("scope")
+    assert table.loc["PER_PAGE_HEAD", "encode_cost"] == 0.0
+    assert table["within_bounds"].all()
+    apart = {"PER_LAYER_HEAD": (0.9, 1.1), "PER_PAGE_HEAD": (0.5, 0.85)}
+    separated = choose_scope(
+        accuracy(rows),
+        encode({"PER_LAYER_HEAD": 1.0, "PER_PAGE_HEAD": 0.7}, quartiles=apart),
+        e2e({"PER_LAYER_HEAD": NOISY, "PER_PAGE_HEAD": NOISY[::-1]}),
+    ).table.set_index("scope")
+    assert separated.loc["PER_PAGE_HEAD", "encode_cost"] == pytest.approx(0.3)
+    assert not separated.loc["PER_PAGE_HEAD", "within_bounds"]
 
 
 def test_worst_machine_and_device_set_the_encode_cost() -> None:

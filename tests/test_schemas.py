@@ -212,7 +212,9 @@ def test_results_unknown_outcome(results_doc: dict[str, Any]) -> None:
 # ---- bench-row: one line of a bench-*.jsonl file
 
 
-@pytest.mark.parametrize("name", ["bench-cpu.jsonl", "bench-cuda.jsonl", "bench-baseline.jsonl"])
+@pytest.mark.parametrize(
+    "name", ["bench-cpu.jsonl", "bench-cuda.jsonl", "bench-baseline.jsonl", "bench-e2e.jsonl"]
+)
 def test_bench_fixture_rows_validate(name: str) -> None:
     for line in (FIXTURES / name).read_text().splitlines():
         if line.strip():
@@ -230,6 +232,13 @@ def test_freshly_written_rows_validate(tmp_path: Path) -> None:
     header, rows = load(out.path)
     assert header["schema_version"] == schemas.BENCH_SCHEMA_VERSION and len(rows) == 2
     assert {r["machine_id"] for r in rows} == {header["machine_id"]}  # stamped on every row
+
+
+def test_every_row_kind_the_writer_stamps_requires_machine_id() -> None:
+    defs = schemas.schema("bench-row")["$defs"]
+    for kind in schemas.schema("bench-row")["properties"]["kind"]["enum"]:
+        assert "machine_id" in defs[kind]["required"], kind  # the header's too
+        assert defs[kind]["properties"]["machine_id"]["pattern"] == "^[0-9a-f]{16}$", kind
 
 
 def test_bench_writer_refuses_an_invalid_row(tmp_path: Path) -> None:
