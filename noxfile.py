@@ -92,7 +92,7 @@ def tests(session: nox.Session) -> None:
     # The slow tests (the installed wheel) run in the `dist` session, on the wheel it builds.
     session.run(
         "pytest", "-n", "2", "tests", "-m", "not slow", "--junitxml=.lmckv/junit-tests.xml",
-        *session.posargs,
+        *session.posargs, env={"LMCKV_REQUIRE_UPSTREAM": "1"},
     )  # fmt: skip
     session.run("python", "-m", "conformance.golden", "--check")
     session.run(

@@ -54,6 +54,11 @@ def shorten(text: object, limit: int = REASON_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+def _observed(text: object) -> str:
+    """The observation cell: how the test failed (the known-failure line records it)."""
+    return shorten(text, 160) if isinstance(text, str) and text.strip() else "—"
+
+
 def rule_matrix(tests: pd.DataFrame, rules: pd.DataFrame, impls: list[str]) -> pd.DataFrame:
     """One row per rule (MUST first), per impl: worst outcome and counts of each outcome."""
     rule_ids = list(rules["id"]) + sorted(set(tests["rule"]) - set(rules["id"]))
@@ -165,6 +170,7 @@ def matrix_section(inputs: ReportInputs, out: Output, spec_href: str) -> Section
                 "level": failed["level"],
                 "outcome": failed["outcome"].map(LABEL),
                 "reason": failed["reason"].map(shorten),
+                "observed": failed["observed"].map(_observed),
                 SPEC_COLUMN: [spec_link(spec_href, a) for a in failed["spec_anchor"]],
                 "producer": failed["producer"],
                 "test": failed["id"],
@@ -174,7 +180,7 @@ def matrix_section(inputs: ReportInputs, out: Output, spec_href: str) -> Section
             shown_failures,
             cell_class={"outcome": failed["outcome"].map(OUTCOME_CLASS)},
             raw_columns=frozenset({SPEC_COLUMN}),
-            wrap_columns=frozenset({"reason", "test"}),
+            wrap_columns=frozenset({"reason", "observed", "test"}),
         )
         body.append(f"<h3>Every failing test ({len(failed)})</h3>")
         body.append(collapsible(full, len(failed), "conformance_failures.csv"))

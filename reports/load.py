@@ -52,8 +52,11 @@ BENCH_EXTENSIONS: dict[str, tuple[str, ...]] = {
 }
 # Added to every bench table: which run and which machine a row comes from.
 ROW_ORIGIN = ("run_id", "machine")
+#: Optional fields of the results lists the report reads (None where a file lacks them).
+OPTIONAL_CONFORMANCE_FIELDS: dict[str, tuple[str, ...]] = {"tests": ("observed",)}
 CONFORMANCE_FIELDS: dict[str, tuple[str, ...]] = {
-    name: results_fields(name) for name in results_lists()
+    name: results_fields(name) + OPTIONAL_CONFORMANCE_FIELDS.get(name, ())
+    for name in results_lists()
 }
 OUTCOMES: tuple[str, ...] = enum("results", "$defs", "test", "properties", "outcome")
 # The header's scale_scope field (ScaleScope values 0..3), in that order.
@@ -266,7 +269,7 @@ def load_conformance(path: Path, document: Any) -> ConformanceRun:
         raise ReportInputError(f"{path}: unknown test outcome(s) {bad}; expected {OUTCOMES}")
     _validate(document, "results", str(path))
     tables = {
-        name: _frame([{f: item[f] for f in fields} for item in document[name]], fields)
+        name: _frame([{f: item.get(f) for f in fields} for item in document[name]], fields)
         for name, fields in CONFORMANCE_FIELDS.items()
     }
     meta = {k: v for k, v in document.items() if k not in CONFORMANCE_FIELDS}

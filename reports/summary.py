@@ -44,7 +44,8 @@ def must_should_table(counts: pd.DataFrame) -> pd.DataFrame:
 
 
 def failures(tests: pd.DataFrame, rules: pd.DataFrame) -> pd.DataFrame:
-    """Every test that did not pass or skip, with its reason, rule level and SPEC anchor.
+    """Every test that did not pass or skip, with its reason, what it observed (the
+    observation a known-failure line records), rule level and SPEC anchor.
     A producer x consumer check is listed under "producer→consumer"."""
     bad = tests[tests["outcome"].isin(["fail", "known_failure", "unexpected_pass"])].copy()
     if "producer" in bad and not bad.empty:
@@ -55,7 +56,11 @@ def failures(tests: pd.DataFrame, rules: pd.DataFrame) -> pd.DataFrame:
     order = {"fail": 0, "unexpected_pass": 1, "known_failure": 2}
     merged = merged.assign(_order=merged["outcome"].map(order))
     merged = merged.sort_values(["_order", "impl", "level", "rule", "id"], kind="stable")
-    columns = ["impl", "rule", "level", "outcome", "reason", "id", "producer", "spec_anchor"]
+    if "observed" not in merged:
+        merged = merged.assign(observed=None)
+    columns = [
+        "impl", "rule", "level", "outcome", "reason", "observed", "id", "producer", "spec_anchor",
+    ]  # fmt: skip
     return merged[columns].reset_index(drop=True)
 
 

@@ -15,6 +15,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from upstream_required import upstream_missing
 
 from reference_impl import keys as rk
 from reference_impl import protocol as rp
@@ -30,7 +31,7 @@ def _require_upstream(module: str) -> ModuleType:
     try:
         version = importlib.metadata.version("lmcache")
     except importlib.metadata.PackageNotFoundError:
-        pytest.skip(
+        upstream_missing(
             "upstream lmcache is not installed: byte-identity checks need lmcache==0.5.6",
             allow_module_level=True,
         )
@@ -42,7 +43,7 @@ def _require_upstream(module: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except Exception as exc:  # any import failure of the peer is a reason to skip
-        pytest.skip(f"upstream {module} does not import: {exc!r}", allow_module_level=True)
+        upstream_missing(f"upstream {module} does not import: {exc!r}", allow_module_level=True)
 
 
 def _import_s3_adapter() -> ModuleType:

@@ -7,7 +7,7 @@ import importlib.util
 import shutil
 from pathlib import Path
 
-import pytest
+from upstream_required import upstream_missing
 
 from conformance.runner.known_failures import KNOWN_FAILURES_DIR, load
 from conformance.runner.subprocess_suite import run_suite
@@ -17,7 +17,7 @@ UPSTREAM_VERSION = "0.5.6"
 
 def _upstream_reasons() -> dict[str, str]:
     if importlib.util.find_spec("lmcache") is None:
-        pytest.skip("lmcache 0.5.6 is not installed, so upstream cannot be run")
+        upstream_missing("lmcache 0.5.6 is not installed, so upstream cannot be run")
     return load("upstream", UPSTREAM_VERSION).reasons
 
 

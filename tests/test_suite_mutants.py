@@ -25,6 +25,21 @@ MUTANTS = {
     "mutant_scale_axis": "enc-per_page_head-f16-nhd-2x4x2x8",
     "mutant_fs_no_0x": "key-fs",
     "mutant_dequant_fp16": "test_decode_dequant and per_tensor",
+    # Pass the suite as it was at fee67a5, where each vector below also failed another
+    # check (its CRC, or a length): caught only since each vector breaks one rule.
+    "mutant_k_len_sign": "kv-len-k-negative",
+    "mutant_v_len_sign": "kv-len-v-negative",
+    "mutant_scale_len_sign": "kv-len-scale-negative",
+    "mutant_scale_ndim": "kv-scale-shape-3-dims",
+}
+#: mutant -> the test that must catch it (among its MUST failures).
+MUST_CATCH = {
+    "mutant_k_len_sign": "test_codec_read.py::test_parse[mutant_k_len_sign-kv-len-k-negative]",
+    "mutant_v_len_sign": "test_codec_read.py::test_parse[mutant_v_len_sign-kv-len-v-negative]",
+    "mutant_scale_len_sign": (
+        "test_codec_read.py::test_parse[mutant_scale_len_sign-kv-len-scale-negative]"
+    ),
+    "mutant_scale_ndim": "test_codec_read.py::test_parse[mutant_scale_ndim-kv-scale-shape-3-dims]",
 }
 SELECTION = " or ".join(f"({k})" for k in MUTANTS.values())
 
@@ -48,6 +63,8 @@ def test_suite_catches_mutant(mutant_run: SuiteRun, mutant: str) -> None:
         and t["level"] == "MUST"
     ]
     assert own, f"{mutant}: no MUST test failed\n{mutant_run.output[-2000:]}"
+    if mutant in MUST_CATCH:
+        assert f"conformance/suite/{MUST_CATCH[mutant]}" in own, own
 
 
 def test_reference_passes_the_mutant_selection() -> None:

@@ -35,8 +35,11 @@ def test_results_file_follows_the_schema_and_merges_xdist_workers() -> None:
     for rule in data["rules"]:
         assert set(rule) == {"id", "level", "spec_anchor", "summary"}
     for test in data["tests"]:
-        assert set(test) == {"id", "rule", "level", "impl", "producer", "outcome", "reason"}
+        fields = {"id", "rule", "level", "impl", "producer", "outcome", "reason", "observed"}
+        assert set(test) == fields
         assert test["outcome"] in OUTCOMES
+        failed = test["outcome"] in ("fail", "known_failure")
+        assert (test["observed"] is not None) == failed, test
     levels = {(row["impl"], row["level"]) for row in data["summary"]}
     assert levels == {(i, lv) for i in ("reference", "upstream") for lv in ("MUST", "SHOULD")}
     for row in data["summary"]:

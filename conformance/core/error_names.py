@@ -55,6 +55,15 @@ def op_family(op: str) -> str | None:
     return next((family for prefix, family in OP_FAMILIES if op.startswith(prefix)), None)
 
 
+def is_raw(error: str) -> bool:
+    """Whether ``error`` is raw (untyped): ``raw:builtins.ValueError``, ``raw:testee-crash``."""
+    return error.startswith(RAW_PREFIX)
+
+
 def matches(got: str, expected: str) -> bool:
-    """``got`` satisfies ``expected``: the same name, or a member of the family ``expected``."""
+    """``got`` satisfies ``expected``: the same canonical name, or a member of the family
+    ``expected``. A raw error satisfies nothing, not even the same raw name: a verdict that
+    wants a typed error can never be met by an untyped one."""
+    if is_raw(got) or is_raw(expected):
+        return False
     return got == expected or (expected in FAMILIES and family_of(got) == expected)

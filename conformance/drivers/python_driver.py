@@ -144,7 +144,6 @@ class PythonDriver(Driver):
         *,
         kind: str = "python",
         version: str | None = None,
-        value_error_is_typed: bool = False,
         label: str | None = None,
     ) -> None:
         self.kv_codec = kv_codec
@@ -152,7 +151,6 @@ class PythonDriver(Driver):
         self.keys = keys
         modules = [m for m in (kv_codec, protocol, keys) if isinstance(m, types.ModuleType)]
         self.error_classes = _own_error_classes(modules)
-        self.value_error_is_typed = value_error_is_typed
         #: How skip reasons name the implementation ("lmcache 0.5.7rc2"); default its name.
         self.label = label or name
         self.info = ImplInfo(name, kind, version, self._probe_capabilities())
@@ -183,9 +181,10 @@ class PythonDriver(Driver):
     def classify(self, exc: BaseException, op: str) -> str:
         """The canonical error name for ``exc`` raised by ``op`` (TESTEE.md, "Errors").
 
-        With ``value_error_is_typed`` (implementations without error classes of their own
-        for protocol and keys, like upstream), a ValueError other than a Unicode decoding
-        error counts as the operation's error family.
+        Only the implementation's own exception classes are typed. A builtin or library
+        exception (ValueError, KeyError, struct.error, AssertionError, UnicodeDecodeError,
+        ...) is ``raw:<module>.<class>`` whatever the operation: no driver maps an exception
+        to an error family by its type alone.
         """
         if isinstance(exc, _Rejected):
             return "MalformedObjectKeyStringError"
@@ -194,14 +193,6 @@ class PythonDriver(Driver):
         for cls, name in self.error_classes:
             if isinstance(exc, cls):
                 return name
-        family = op_family(op)
-        if (
-            self.value_error_is_typed
-            and family is not None
-            and isinstance(exc, ValueError)
-            and not isinstance(exc, UnicodeError)
-        ):
-            return family
         return f"{RAW_PREFIX}{type(exc).__module__}.{type(exc).__qualname__}"
 
     def call(self, op: str, **fields: Any) -> dict[str, Any]:

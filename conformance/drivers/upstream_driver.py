@@ -6,10 +6,11 @@ shape helpers to ``lmcache.inprocess.v1.protocol``), and an API a release remove
 has no ClientMetaMessage, ServerMetaMessage, ClientCommand, ServerReturnCode) leaves its
 operations undeclared, so their tests skip naming the missing class.
 
-Upstream has no error classes of its own for protocol messages and keys and documents
-ValueError for invalid keys, so a ValueError (other than a Unicode decoding error) counts as
-the typed rejection of those formats; struct.error, KeyError, AssertionError, IndexError,
-TypeError, RuntimeError and UnicodeDecodeError do not.
+Upstream has no error classes of its own for protocol messages and keys: it raises ValueError
+(documented for invalid keys), struct.error, KeyError, AssertionError, UnicodeDecodeError and
+others. None of them is typed: each is reported as ``raw:<module>.<class>`` (a ValueError is
+``raw:builtins.ValueError``), and PROTO-TYPED-ERRORS / KEY-TYPED-ERRORS tests that expect a
+typed rejection fail on it; the known-failure lists say so test by test.
 
 The codec and protocol modules already have the reference's names. The key forms live in
 private helpers of the L2 adapters, gathered here into one ``keys`` namespace with the
@@ -138,6 +139,5 @@ def load_upstream(name: str = "upstream") -> PythonDriver:
         protocol,
         keys,
         version=version,
-        value_error_is_typed=True,
         label=f"lmcache {version}",
     )

@@ -1,9 +1,14 @@
 """Known-failure lists: conformance/known_failures/<impl>.txt, one test id per line.
 
-A line is ``<test id> <reason>``: the test id is the pytest node id without its directory
-(``test_codec_read.py::test_parse[upstream-kv-crc-zero]``), the reason is free text and
-mandatory. ``#`` starts a comment line. A listed test that passes fails the run, and so
-does a listed test that no longer exists: the lists can only shrink.
+A line is ``<test id> <reason> [observed: <observation>]``: the test id is the pytest node
+id without its directory (``test_codec_read.py::test_parse[upstream-kv-crc-zero]``), the
+reason is free text and mandatory, the observation (conformance/core/observations.py) says
+how the test failed when the line was written: ``raw:builtins.ValueError: <stable key of
+the message>``, ``accepted``, ``fields: a, b`` or ``failed: <key>``. ``#`` starts a comment
+line. A listed test that passes fails the run, and so does a listed test that no longer
+exists: the lists can only shrink. A listed test that fails with another observation fails
+the run as "failure changed"; ``--update-expectations`` rewrites the observations of the
+listed tests that still fail (it never adds or removes a line).
 
 A ``*`` in a test id matches any text: ``test_matrix_payload[upstream-to-*-enc-...]`` lists
 a producer's failure whatever implementation consumes its output.
@@ -23,6 +28,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from conformance.core.observations import join_reason, split_reason
 from conformance.core.resources import package_path
 
 #: Set LMCKV_KNOWN_FAILURES_DIR to read the lists from another directory (self-tests do).
@@ -55,6 +61,12 @@ class KnownFailures:
     #: The version the list was written for when it is another release's (the nearest
     #: earlier one), else None.
     fallback_from: str | None = None
+    #: test id (as listed) -> the observation its line records
+    observations: dict[str, str] = field(default_factory=dict)
+
+    def observation_for(self, listed: str) -> str | None:
+        """The observation the line of ``listed`` (a test id as listed) records."""
+        return self.observations.get(listed)
 
     @property
     def source(self) -> str:
@@ -145,16 +157,38 @@ def load(impl: str, version: str | None) -> KnownFailures:
         return KnownFailures(impl, None, {})
     reasons: dict[str, str] = {}
     numbers: dict[str, int] = {}
+    observations: dict[str, str] = {}
     for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        test_id, _, reason = line.partition(" ")
-        reason = reason.strip()
+        test_id, _, rest = line.partition(" ")
+        reason, observed = split_reason(rest)
         if not reason:
             raise KnownFailuresError(f"{path.name}:{number}: {test_id} has no reason")
         if test_id in reasons:
             raise KnownFailuresError(f"{path.name}:{number}: {test_id} is listed twice")
         reasons[test_id] = reason
         numbers[test_id] = number
-    return KnownFailures(impl, path, reasons, numbers, fallback_from)
+        if observed is not None:
+            observations[test_id] = observed
+    return KnownFailures(impl, path, reasons, numbers, fallback_from, observations)
+
+
+def rewrite_observations(kf: KnownFailures, observed: dict[str, str]) -> list[str]:
+    """Write ``observed`` (listed test id -> observation) into the lines of ``kf``'s file,
+    leaving every other line, comment and the order as they are; returns the listed ids
+    whose observation changed. Only lines already in the file are touched."""
+    if kf.path is None:
+        return []
+    lines = kf.path.read_text(encoding="utf-8").splitlines()
+    changed = []
+    for listed, now in sorted(observed.items()):
+        number = kf.numbers.get(listed)
+        if number is None or kf.observations.get(listed) == now:
+            continue
+        lines[number - 1] = f"{listed} {join_reason(kf.reasons[listed], now)}"
+        changed.append(listed)
+    if changed:
+        kf.path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return changed

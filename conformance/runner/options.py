@@ -55,6 +55,13 @@ def add_options(parser: pytest.Parser) -> None:
         help="write <impl>.txt drafts listing every failing test with its failure message",
     )
     group.addoption(
+        "--update-expectations",
+        action="store_true",
+        default=False,
+        help="rewrite the observations of the listed known failures that still fail (a "
+        "changed failure then passes as known); never adds or removes a line",
+    )
+    group.addoption(
         "--testee-timeout",
         type=float,
         default=None,

@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from conformance.core import observations
+from conformance.core.observations import OBSERVED_CLOSE, OBSERVED_OPEN
 from conformance.core.resources import package_path
 from conformance.core.rules import RULES, SHOULD
 from conformance.drivers import Driver, DriverError
@@ -43,6 +45,7 @@ PARTICIPANTS = pytest.StashKey[list[str]]()
 #: Why a test was not run: an implementation's testee stopped answering.
 STOPPED = pytest.StashKey[str]()
 UNEXPECTED_PASS = "unexpected pass: "
+FAILURE_CHANGED = "failure changed: "
 #: Driver kinds that are their own fixtures (a server or client, not a codec driver).
 SOCKET_KINDS = ("server", "client")
 
@@ -64,6 +67,15 @@ def _reason(report: pytest.TestReport) -> str | None:
     crash = getattr(longrepr, "reprcrash", None)
     text = crash.message if crash is not None else str(longrepr)
     return text[:1000]
+
+
+def _observe(exc: BaseException) -> str:
+    """What a failing test observed: the verdict's record when a verdict failed it, else
+    its message (conformance/core/observations.py)."""
+    recorded = observations.take()
+    if isinstance(exc, pytest.fail.Exception):
+        return recorded or observations.from_message(str(exc.msg))
+    return observations.from_message(f"{type(exc).__name__}: {exc}")
 
 
 def display_path(path: Path | None) -> str | None:
@@ -103,6 +115,8 @@ class ConformancePlugin:
         self.narrowed: list[str] = []
         self.problems: list[str] = []
         self.matrix: list[dict[str, Any]] = []
+        #: (list, listed test ids) whose observation --update-expectations rewrote
+        self.updated: list[tuple[str, list[str]]] = []
         self.settings = self._exec_settings()
         if config.getoption("help", False):
             return  # pytest --help: nothing to load
@@ -245,6 +259,7 @@ class ConformancePlugin:
         stopped answering."""
         if self.settings.transcript is not None:
             self.settings.transcript.test = item.nodeid
+        observations.take()  # nothing a previous test recorded
         for name in item.stash.get(PARTICIPANTS, []):
             stopped = getattr(self.drivers.get(name), "stopped", None)
             if stopped:
@@ -268,6 +283,14 @@ class ConformancePlugin:
             if hasattr(report, "wasxfail"):
                 del report.wasxfail
             report.user_properties.append(("not_run", item.stash[STOPPED]))
+        elif call.excinfo is not None and (report.failed or hasattr(report, "wasxfail")):
+            now = _observe(call.excinfo.value)
+            report.user_properties.append(("observed", now))
+            changed = self._failure_changed(item, now) if hasattr(report, "wasxfail") else None
+            if changed is not None:
+                report.outcome = "failed"
+                del report.wasxfail
+                report.longrepr = changed
         if not report.failed:
             return report
         rule = dict(item.user_properties).get("rule")
@@ -289,6 +312,32 @@ class ConformancePlugin:
                     (f"rule {rule} ({known.level})", f"{spec_link(rule)}: {known.summary}")
                 )
         return report
+
+    def _listed_line(self, item: pytest.Item) -> tuple[exp.KnownFailures, int, str] | None:
+        """(list, line number, listed test id) of the known-failure line naming the test."""
+        short = exp.short_id(item.nodeid)
+        for name in item.stash.get(PARTICIPANTS, []):
+            kf = self.expectations.get(name)
+            found = kf.line_for(short) if kf is not None else None
+            if kf is not None and found is not None:
+                return kf, found[0], found[1]
+        return None
+
+    def _failure_changed(self, item: pytest.Item, now: str) -> str | None:
+        """The failure message when a listed test fails otherwise than its line records
+        (None: as recorded, no observation recorded, or --update-expectations)."""
+        listed_line = self._listed_line(item)
+        if listed_line is None or self.config.getoption("update_expectations"):
+            return None
+        kf, number, listed = listed_line
+        was = kf.observation_for(listed)
+        if was is None or was == now:
+            return None
+        return (
+            f"{FAILURE_CHANGED}line {number} of {display_path(kf.path)} ({listed}) lists"
+            f"{OBSERVED_OPEN}{was}{OBSERVED_CLOSE}; now{OBSERVED_OPEN}{now}{OBSERVED_CLOSE}; "
+            "if the new failure is the known one, rewrite the line with --update-expectations"
+        )
 
     def _unexpected_pass(self, item: pytest.Item) -> str:
         short = exp.short_id(item.nodeid)
@@ -327,6 +376,7 @@ class ConformancePlugin:
                 "producer": props["producer"],
                 "outcome": "pass",
                 "reason": None,
+                "observed": None,
             }
             self.records[report.nodeid] = record
         outcome = None
@@ -350,6 +400,8 @@ class ConformancePlugin:
             reason = _reason(report)
             tag = rule_tag(str(props["rule"])) + " "
             record["reason"] = reason.removeprefix(tag) if reason is not None else None
+            observed = props.get("observed")
+            record["observed"] = str(observed) if observed is not None else None
 
     @staticmethod
     def _is_unexpected_pass(report: pytest.TestReport) -> bool:
@@ -452,6 +504,8 @@ class ConformancePlugin:
                 f"stale expectation (no such test ran): {s}" for s in self._stale_expectations()
             ]
         self.problems += self._stopped_testees()
+        if self.config.getoption("update_expectations"):
+            self._update_expectations()
         if self.problems and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         path = self.config.getoption("results_json")
@@ -463,6 +517,38 @@ class ConformancePlugin:
         draft = self.config.getoption("draft_expectations")
         if draft:
             self._write_drafts(Path(draft))
+
+    def _update_expectations(self) -> None:
+        """--update-expectations: write each listed test's observation into its line, for
+        the listed tests that still fail (a line several tests match must see one
+        observation; disagreeing ones are a problem and leave the line as it is)."""
+        seen: dict[tuple[str, str], set[str]] = defaultdict(set)
+        for rec in self.records.values():
+            if rec["outcome"] != "known_failure" or rec.get("observed") is None:
+                continue
+            short = exp.short_id(rec["id"])
+            for name in (rec["impl"], rec["producer"]):
+                kf = self.expectations.get(name) if name is not None else None
+                found = kf.line_for(short) if kf is not None else None
+                if found is not None:
+                    seen[(str(name), found[1])].add(rec["observed"])
+                    break
+        for name, kf in self.expectations.items():
+            chosen: dict[str, str] = {}
+            for (owner, listed), observed in sorted(seen.items()):
+                if owner != name:
+                    continue
+                if len(observed) == 1:
+                    chosen[listed] = next(iter(observed))
+                else:
+                    self.problems.append(
+                        f"--update-expectations: the tests of {listed} ({kf.source}) observe "
+                        f"{len(observed)} different failures: {sorted(observed)}; line left "
+                        "as it is"
+                    )
+            changed = exp.rewrite_observations(kf, chosen)
+            if changed:
+                self.updated.append((display_path(kf.path) or name, changed))
 
     def _write_results(self, path: Path) -> None:
         write_results(
@@ -534,6 +620,10 @@ class ConformancePlugin:
                 if self.config.getoption(option)
             ],
         )
+        for where, changed in self.updated:
+            terminalreporter.write_line(
+                f"--update-expectations: rewrote the observation of {len(changed)} lines of {where}"
+            )
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.close()

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 import torch
 
-from conformance.core.error_names import RAW_PREFIX, matches
+from conformance.core import observations
+from conformance.core.error_names import is_raw, matches
 from conformance.drivers.base import Driver
 
 
@@ -26,22 +27,26 @@ def _error_text(res: dict[str, Any]) -> str:
 def expect_ok(res: dict[str, Any], what: str) -> dict[str, Any]:
     """The call must succeed."""
     if not res["ok"]:
-        kind = "crashed with untyped" if str(res["error"]).startswith(RAW_PREFIX) else "raised"
+        kind = "crashed with untyped" if is_raw(str(res["error"])) else "raised"
+        observations.record(str(res["error"]), str(res.get("message", "")))
         pytest.fail(f"{what}: {kind} {_error_text(res)}", pytrace=False)
     return res
 
 
 def expect_error(res: dict[str, Any], expected: str, what: str) -> None:
     """The call must fail with the canonical error ``expected`` (or, for a family name such
-    as ProtocolError, any member of the family)."""
+    as ProtocolError, any member of the family). A raw error (``raw:...``) never matches:
+    an untyped rejection is a failure whatever was expected."""
     if res["ok"]:
+        observations.record("accepted")
         shown = {k: v for k, v in res.items() if k != "ok"}
         pytest.fail(
             f"{what}: accepted, expected {expected}; returned {_short(shown)}", pytrace=False
         )
     if matches(str(res["error"]), expected):
         return
-    if str(res["error"]).startswith(RAW_PREFIX):
+    observations.record(str(res["error"]), str(res.get("message", "")))
+    if is_raw(str(res["error"])):
         pytest.fail(
             f"{what}: rejected with untyped {_error_text(res)}; expected {expected}",
             pytrace=False,
@@ -63,6 +68,8 @@ def expect_fields(got: dict[str, Any], expected: dict[str, Any], what: str) -> N
         elif got[name] != want:
             diffs.append(f"{name}: got {_short(got[name], 80)}, expected {_short(want, 80)}")
     if diffs:
+        differing = [name for name, want in expected.items() if got.get(name, diffs) != want]
+        observations.record("fields", ", ".join(differing))
         pytest.fail(f"{what}: " + "; ".join(diffs), pytrace=False)
 
 
