@@ -28,6 +28,7 @@ MUTANTS = {
     # Pass the suite as it was at fee67a5, where each vector below also failed another
     # check (its CRC, or a length): caught only since each vector breaks one rule.
     "mutant_k_len_sign": "kv-len-k-negative",
+    "mutant_k_len_odd": "kv-len-k-odd",
     "mutant_v_len_sign": "kv-len-v-negative",
     "mutant_scale_len_sign": "kv-len-scale-negative",
     "mutant_scale_ndim": "kv-scale-shape-3-dims",
@@ -35,6 +36,7 @@ MUTANTS = {
 #: mutant -> the test that must catch it (among its MUST failures).
 MUST_CATCH = {
     "mutant_k_len_sign": "test_codec_read.py::test_parse[mutant_k_len_sign-kv-len-k-negative]",
+    "mutant_k_len_odd": "test_codec_read.py::test_parse[mutant_k_len_odd-kv-len-k-odd]",
     "mutant_v_len_sign": "test_codec_read.py::test_parse[mutant_v_len_sign-kv-len-v-negative]",
     "mutant_scale_len_sign": (
         "test_codec_read.py::test_parse[mutant_scale_len_sign-kv-len-scale-negative]"
