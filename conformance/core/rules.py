@@ -84,8 +84,7 @@ _RULES: tuple[Rule, ...] = (
         "KV-GEOMETRY",
         MUST,
         "chunk_size, page_size, kv_head_count and head_dim are -1 "
-        "(unset) or positive; 0 and values below -1 are rejected; kv_head_count x head_dim "
-        "fits int64.",
+        "(unset) or positive; 0 and values below -1 are rejected.",
     ),
     Rule(
         "KV-SCALE-SHAPE-N",
