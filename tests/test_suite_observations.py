@@ -92,9 +92,10 @@ def test_every_line_of_every_list_records_an_observation() -> None:
                 assert reason and observed, f"{path.name}: {line}"
 
 
-def test_observation_format_round_trips() -> None:
+def test_observation_format_round_trips(tmp_path: Path) -> None:
     text = join_reason("KV-CRC: a reason [with brackets]", "raw:struct.error: x [#]")
     assert text.endswith(" [observed: raw:struct.error: x [#]]")
     assert split_reason(text) == ("KV-CRC: a reason [with brackets]", "raw:struct.error: x [#]")
     assert split_reason("no observation") == ("no observation", None)
-    assert stable_key("got 4096 bytes from /tmp/x/y at 0x7f00ab") == "got # bytes from <path> at #"
+    blob = tmp_path / "blob.bin"
+    assert stable_key(f"got 4096 bytes from {blob} at 0x7f00ab") == "got # bytes from <path> at #"
