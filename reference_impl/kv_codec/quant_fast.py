@@ -30,6 +30,7 @@ from reference_impl.kv_codec.quant_rules import (
     group_axes,
     group_scales,
     true_divide,
+    with_nan_signs,
 )
 
 _BLOCK = 1 << 18  # float32 elements per CPU block: 1 MiB, within the L2 of the cores sharing it
@@ -173,7 +174,8 @@ def _blockwise(
     arith: Callable[..., torch.Tensor],
     clamp: float | None,
 ) -> None:
-    """out = cast(clamp(float32(src) arith scale)) in float32 blocks of the thread's scratch.
+    """out = cast(clamp(float32(src) arith scale)) in float32 blocks of the thread's scratch;
+    with ``clamp`` (quantization) NaNs of out keep src's sign (``with_nan_signs``).
 
     ``scale`` has src's rank (``group_scales``): against a 0-d tensor (or a Python number)
     torch would compute in src's 16-bit dtype, or multiply by a reciprocal, and either
@@ -212,6 +214,11 @@ def _block(
     if clamp is not None:
         tmp.clamp_(-clamp, clamp)
     out.copy_(tmp)
+    # A clamped block is a quantization (Q-ROUND): its NaNs take their sign from src. Once
+    # clamped, the block sums to a finite number unless it holds a NaN (one pass over it
+    # while it is in cache; the mask is made only when there is one).
+    if clamp is not None and math.isnan(float(tmp.sum())):
+        with_nan_signs(src, out, torch.isnan(tmp))
 
 
 def _whole(

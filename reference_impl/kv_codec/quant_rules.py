@@ -176,7 +176,38 @@ def quantize(
     by the scale of its group (true division), rounded to nearest even by the cast."""
     qmax = fp8_max(fp8_dtype)
     s = group_scales(scales, v.shape, scope, head_axis, page_axis).to(v.device)
-    return (v.detach().to(torch.float32) / s).clamp(-qmax, qmax).to(fp8_dtype)
+    x = (v.detach().to(torch.float32) / s).clamp(-qmax, qmax)
+    return with_nan_signs(v, x.to(fp8_dtype), torch.isnan(x))
+
+
+_SIGNED_INT = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def with_nan_signs(v: torch.Tensor, q: torch.Tensor, nan: torch.Tensor) -> torch.Tensor:
+    """Sets the sign bit of each NaN of ``q`` (V quantized; ``nan`` marks its NaNs, both of
+    V's shape) in place; returns ``q``.
+
+    Q-ROUND: a NaN of V stays NaN keeping its sign bit. Q-NONFINITE: the NaN that Inf/Inf
+    gives is written negative (``0xFF``, x86's default NaN) whatever the hardware. Neither
+    holds by itself: torch's float16 -> float32 conversion outside its vectorised loop
+    (tensors under 8 elements, the tail of a longer one) turns a negative NaN positive, and a
+    CUDA division gives a positive NaN for Inf/Inf. So the sign is read from V's bits.
+    """
+    source = v.detach()[nan]
+    if source.numel() == 0:
+        return q
+    negative = source.view(_SIGNED_INT[source.element_size()]) < 0
+    negative |= ~torch.isnan(source)  # a NaN of Inf/Inf
+    bits = q.view(torch.uint8)
+    marked = bits[nan]
+    bits[nan] = torch.where(negative, marked | 0x80, marked & 0x7F)
+    return q
+    source = v.detach()[nan]
+    negative = source.view(_SIGNED_INT[source.element_size()]) < 0
+    negative |= ~torch.isnan(source)  # Inf/Inf
+    bits = q.view(torch.uint8)
+    bits[nan] = torch.where(negative, bits[nan] | 0x80, bits[nan] & 0x7F)
+    return q
 
 
 def dequantize(
