@@ -1,4 +1,4 @@
-"""Command line: ``lmckv bench run|compare|targets|gpu-check|load``.
+"""Command line: ``lmckv bench run|compare|targets|gate-check|gpu-check|load``.
 
 - ``run [--quick|--full] --out DIR``: throughput (CPU, and CUDA when present, each in
   several processes) and accuracy (synthetic families and real KV); writes a new
@@ -7,13 +7,16 @@
   [--cross-machine]``: per-figure verdict (``bench.compare``).
 - ``targets FILE [--strict]``: the reference's performance targets; ``--strict`` exits 1
   when one fails.
+- ``gate-check --out DIR [--pairs N] [--slowdown OP:FACTOR]``: how often ``compare``
+  calls identical code a regression and catches an injected slowdown on this machine
+  (``bench.gate_check``).
 - ``gpu-check --out DIR``: the short GPU check (``bench.gpu_check``).
 - ``load [--impl SERVER]... [--clients N] [--ops M] [--time-cap S] [--out DIR]``: loopback
   load on the reference and upstream cache servers (``bench.load``).
 
-Exit codes: 0 success / no regression, 1 regression / failed target / failed check, 2 bad
-usage or input (``compare``: also runs from different machines without
-``--cross-machine``), 3 ``compare`` inconclusive / ``gpu-check`` skipped (no CUDA),
+Exit codes: 0 success / no regression / gate holds, 1 regression / failed target / failed
+check / gate does not hold, 2 bad usage or input (``compare``: also runs from different
+machines without ``--cross-machine``), 3 ``compare`` inconclusive / ``gpu-check`` skipped (no CUDA),
 4 ``gpu-check`` harness error (the device copy runs below its bandwidth floor).
 """
 
@@ -87,6 +90,12 @@ def _targets(args: argparse.Namespace) -> int:
     checks = check_targets(records)
     print(format_checks(checks))
     return 1 if args.strict and any(not c.passed for c in checks) else 0
+
+
+def _gate_check(args: argparse.Namespace) -> int:
+    from bench.gate_check import run_gate_check
+
+    return run_gate_check(args.out, pairs=args.pairs, slowdown=args.slowdown)
 
 
 def _gpu_check(args: argparse.Namespace) -> int:
@@ -166,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument(
         "--absolute",
         action="store_true",
-        help="judge absolute per-round times, not ratios to same-run baselines",
+        help="judge absolute per-round times, not times relative to the limit",
     )
     cmp_.add_argument("--json", type=Path, help="also write the comparison as JSON")
     cmp_.set_defaults(func=_compare)
@@ -175,6 +184,16 @@ def build_parser() -> argparse.ArgumentParser:
     tgt.add_argument("file", type=Path)
     tgt.add_argument("--strict", action="store_true", help="exit 1 when a target fails")
     tgt.set_defaults(func=_targets)
+
+    gate = sub.add_parser(
+        "gate-check", help="A/A and injected-slowdown comparisons: does compare gate here?"
+    )
+    gate.add_argument("--out", type=Path, required=True, help="folder for the runs and summary")
+    gate.add_argument("--pairs", type=int, default=20, help="comparisons of each kind (20)")
+    gate.add_argument(
+        "--slowdown", default="encode:1.2", help="injected slowdown, OP:FACTOR (encode:1.2)"
+    )
+    gate.set_defaults(func=_gate_check)
 
     gpu = sub.add_parser(
         "gpu-check", help="short GPU check: byte identity, limits, accuracy on the device"

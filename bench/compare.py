@@ -1,20 +1,29 @@
 """Compare two results files: each figure's change, a verdict with its statistics, a CI gate.
 
 Rows are matched on ``op/impl/device/scope/dtype/case``. Each row of a gated
-implementation (default: reference) is judged on its **per-round ratio**: in every round of
-every process, its sample divided by the sample of its same-run baseline taken in that same
-round (upstream's row for the same op and scope, else upstream's PER_TENSOR row for the op,
-else the row's limit: memcpy, crc32, d2d, d2h_pageable or h2d_pageable). A machine that is
-busier in one round, one process or one run slows the baseline too, so the ratio cancels
-what the two share; absolute times would carry it into the verdict. Rows without a
-baseline, limits and upstream are judged on their absolute per-round times and are
-reported, never gated; ``--absolute`` judges every row on absolute times.
+implementation (default: reference) is judged on its samples **relative to its limit**
+measured in the same process: every per-round sample divided by the median of that process's
+samples of the row's limit (memcpy, crc32, d2d, d2h_pageable or h2d_pageable; the limit of
+the same device, case and dtype). The limit measures the machine as that process found it
+(its cores, clock, memory and neighbours), so a process or run on a slower or busier machine
+is slower on both and the quotient cancels it; the process median keeps one disturbed limit
+sample from moving the row. Rows without a limit, limits and upstream are judged on their
+absolute per-round times and are reported, never gated; ``--absolute`` judges every row on
+absolute times.
+
+Why not pair each round with a baseline's sample of the same round, or use upstream's row
+as the baseline, as this module did before: measured here (20 A/A pairs of ``page16`` runs),
+upstream's encode took 3x longer in some processes than in others while the reference's did
+not, and one limit sample 30% high moved every row of its round; either way the baseline's
+own noise entered the verdict, and 4 of 20 A/A pairs called a regression
+(``bench/RESULTS.md``, "Measured on this machine").
 
 The base and head samples (9 per row in quick mode: 3 processes x 3 rounds) go to
 ``bench.verdict.judge``: one-sided Mann-Whitney U at ``alpha`` (default 0.001 per
-direction) and a Hodges-Lehmann estimate of the ratio head/base with its interval, against
-a minimum effect (default 10%; per-benchmark overrides by glob). Outcomes: ``regression``,
-``improvement``, ``unchanged``, ``inconclusive``; ``new``/``missing`` for one-sided rows.
+direction) and a Hodges-Lehmann estimate of the ratio head/base with its 90% interval
+(equivalence), against a minimum effect (default 10%; per-benchmark overrides by glob).
+Outcomes: ``regression``, ``improvement``, ``unchanged``, ``inconclusive``;
+``new``/``missing`` for one-sided rows.
 
 Exit codes (``EXIT_*``): 0 no gated regression and nothing inconclusive, 1 a gated
 regression, 3 no regression but a gated row inconclusive, 2 bad usage or input (including
@@ -28,6 +37,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 from bench.results import LIMIT_IMPLS, load
@@ -82,21 +92,14 @@ class MachineMismatch(ValueError):
     """The two runs come from different machines (and ``--cross-machine`` was not given)."""
 
 
-def baseline_id(row: Mapping[str, Any]) -> list[str]:
-    """Candidate same-run baselines of a row, best first: upstream's row for the same op and
-    scope, upstream's PER_TENSOR row for the same op (the scopes upstream cannot decode),
-    then the row's limit."""
-    if row["impl"] in LIMIT_IMPLS:
-        return []
-    out = []
-    if row["impl"] != "upstream":
-        out.append(bench_id({**row, "impl": "upstream"}))
-        out.append(bench_id({**row, "impl": "upstream", "scope": "PER_TENSOR"}))
+def limit_id(row: Mapping[str, Any]) -> str | None:
+    """The id of the limit a row is judged against (same device, case and dtype), or None
+    for limits and rows without one."""
     limit = row.get("limit")
-    if limit:
-        op = "crc32" if limit == "crc32" else "copy"
-        out.append(bench_id({**row, "op": op, "impl": limit, "scope": None}))
-    return out
+    if row["impl"] in LIMIT_IMPLS or not limit:
+        return None
+    op = "crc32" if limit == "crc32" else "copy"
+    return bench_id({**row, "op": op, "impl": limit, "scope": None})
 
 
 def by_process(row: Mapping[str, Any]) -> list[list[float]]:
@@ -105,21 +108,21 @@ def by_process(row: Mapping[str, Any]) -> list[list[float]]:
     return groups
 
 
-def round_ratios(row: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[float]:
-    """The row's sample over its baseline's sample of the same round of the same process
-    (processes whose round counts differ are left out)."""
+def relative_to_limit(row: Mapping[str, Any], limit: Mapping[str, Any]) -> list[float]:
+    """Each of the row's samples over the median of its limit's samples in the same process
+    (a process where the limit has no sample is left out)."""
     return [
-        mine / base
-        for rows, bases in zip(by_process(row), by_process(baseline), strict=False)
-        if len(rows) == len(bases)
-        for mine, base in zip(rows, bases, strict=True)
+        sample / median(limit_samples)
+        for samples, limit_samples in zip(by_process(row), by_process(limit), strict=False)
+        if limit_samples
+        for sample in samples
     ]
 
 
 @dataclass(frozen=True)
 class Change:
     """One benchmark's comparison. ``ratio`` and its interval are head/base of what was
-    judged: the per-round ratio to ``relative_to``, or absolute time when that is None."""
+    judged: time relative to the limit ``relative_to``, or absolute time when that is None."""
 
     id: str
     op: str
@@ -205,16 +208,11 @@ def compare_rows(
             )
             continue
         gated = h["impl"] in gated_impls
-        against = (
-            next((c for c in baseline_id(h) if c in base_rows and c in head_rows), None)
-            if relative and gated
-            else None
-        )
-        if against is None:
-            base_s, head_s = _flat(b), _flat(h)
-        else:
-            base_s = round_ratios(b, base_rows[against])
-            head_s = round_ratios(h, head_rows[against])
+        against = limit_id(h) if relative and gated else None
+        if against not in base_rows or against not in head_rows:
+            against = None
+        base_s = _flat(b) if against is None else relative_to_limit(b, base_rows[against])
+        head_s = _flat(h) if against is None else relative_to_limit(h, head_rows[against])
         verdict = judge(base_s, head_s, alpha=alpha, min_effect=effect)
         changes.append(_change(ident, b, h, against, verdict, gated, effect))
     return changes
@@ -335,7 +333,7 @@ def compare_files(
             f"({head_header['mode']}); Mann-Whitney U one-sided alpha {alpha:g}, minimum "
             f"effect {min_effects.default:.0%} (overrides: {len(min_effects.overrides)}), "
             "gated rows judged on "
-            + ("per-round ratios to same-run baselines" if relative else "absolute times"),
+            + ("times relative to their limit in each process" if relative else "absolute times"),
             *notes,
             format_table(changes, cross_machine=crossed),
             "geomean head/base per op (gated rows): "

@@ -442,7 +442,7 @@ def rows(results: Sequence[Mapping[str, Any]]) -> Iterator[dict[str, Any]]:
     """Throughput rows of one group from its results in every process, then skip rows.
 
     A benchmark is a row when it ran in every process (its samples are kept per process,
-    in round order, so a row and its same-run baseline pair round by round:
+    in round order, so a row can be set against its limit process by process:
     ``samples_by_process``); one that raised in any process is a skip row with the error.
     """
     first = results[0]

@@ -1,8 +1,8 @@
 """The regression verdict on two samples: Mann-Whitney U, a Hodges-Lehmann shift, outcomes.
 
 Given the per-round samples of one figure in a base run and a head run (times, or times
-relative to a same-run baseline: ``bench.compare``), all positive, the comparison works on
-their logarithms, so a change is a ratio head/base:
+relative to a limit measured in the same process: ``bench.compare``), all positive, the
+comparison works on their logarithms, so a change is a ratio head/base:
 
 - the test is the one-sided Mann-Whitney U test (``scipy.stats.mannwhitneyu``; exact
   distribution for small samples without ties, else the normal approximation) that head
@@ -11,13 +11,17 @@ their logarithms, so a change is a ratio head/base:
   head - base difference of logs), reported as the ratio ``exp(shift)``, with the
   distribution-free confidence interval of that shift (Hollander & Wolfe, *Nonparametric
   Statistical Methods*, 3rd ed., 4.3: the order statistics of the pairwise differences at
-  the normal approximation of U's critical value), two-sided at ``1 - 2 * alpha``;
+  the normal approximation of U's critical value), two-sided at ``1 - 2 * EQUIVALENCE_ALPHA``
+  (90%);
 - outcomes, for a minimum effect ``m`` (e.g. 0.10 = 10%):
 
   - ``regression``: ``p_slower < alpha`` and ratio >= 1 + m;
   - ``improvement``: ``p_faster < alpha`` and ratio <= 1 / (1 + m);
-  - ``unchanged``: the interval lies inside (1 / (1 + m), 1 + m): any change is smaller
-    than the minimum effect, at that confidence;
+  - ``unchanged``: the 90% interval lies inside (1 / (1 + m), 1 + m). This is the two
+    one-sided tests procedure of equivalence testing (Schuirmann, *J. Pharmacokin.
+    Biopharm.* 15, 1987) at 5% per side: it claims "no change of m or more" with the
+    error rate usual for such claims, while a regression needs the far stricter ``alpha``
+    (a false alarm fails someone's pull request; one comparison judges dozens of rows);
   - ``inconclusive``: anything else (the data allow a change of at least ``m`` but do not
     show one at ``alpha``): rerun, or measure on a quieter machine.
 
@@ -40,6 +44,8 @@ from scipy.stats import mannwhitneyu
 
 #: One-sided significance level of each direction's test (asv uses 0.002 two-sided).
 ALPHA = 0.001
+#: One-sided level of each of the two tests that make ``unchanged`` (equivalence, TOST).
+EQUIVALENCE_ALPHA = 0.05
 #: Smallest change reported as a regression or improvement (asv's default factor is 1.1).
 MIN_EFFECT = 0.10
 OUTCOMES = ("regression", "improvement", "unchanged", "inconclusive")
@@ -85,7 +91,7 @@ def judge(
         raise ValueError("samples must be positive (times or time ratios)")
     b = [math.log(x) for x in base]
     h = [math.log(x) for x in head]
-    shift, low, high = shift_interval(b, h, alpha)
+    shift, low, high = shift_interval(b, h, EQUIVALENCE_ALPHA)
     if len(set(b) | set(h)) == 1:  # identical constant samples: no test to run
         p_slower = p_faster = 1.0
     else:

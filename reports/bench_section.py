@@ -281,10 +281,11 @@ def comparison_section(
     base = inputs.baseline
     body = [
         paragraph(
-            "Verdicts of lmckv bench compare on per-round ratios to same-run baselines: "
-            "one-sided Mann-Whitney U at alpha 0.001 and a Hodges-Lehmann change of at least "
-            "the minimum effect make a regression (the CI gate) or an improvement; an interval "
-            "inside the minimum effect is unchanged; anything else is inconclusive. Baseline: "
+            "Verdicts of lmckv bench compare on times relative to their limit in the same "
+            "process: one-sided Mann-Whitney U at alpha 0.001 and a Hodges-Lehmann change of "
+            "at least the minimum effect make a regression (the CI gate) or an improvement; a "
+            "90% interval inside the minimum effect is unchanged; anything else is "
+            "inconclusive. Baseline: "
             f"{base.path.name} (run {base.run_id})."
         )
     ]

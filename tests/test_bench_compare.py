@@ -1,10 +1,12 @@
-"""compare: the verdict statistics on synthetic samples (deterministic), per-round ratios,
+"""compare: the verdict statistics on synthetic samples (deterministic), times relative to
+the limit,
 exit codes, machine checks; and one end-to-end gate on real runs with a large injected
 slowdown."""
 
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 from typing import Any
@@ -21,12 +23,12 @@ from bench.compare import (
     compare_rows,
     exit_code,
     op_geomeans,
-    round_ratios,
+    relative_to_limit,
 )
+from bench.gate_check import judge_pair, measure
 from bench.impls import SLOWDOWN_ENV, parse_slowdown
 from bench.machine import machine_id
 from bench.results import SCOPES, ResultsWriter
-from bench.runner import run_benchmarks
 from bench.targets import check_targets
 from bench.throughput import Case, ThroughputPlan
 from bench.verdict import judge, shift_interval
@@ -109,9 +111,10 @@ def _row(impl: str, by_process: list[list[float]], op: str = "encode", **kw: Any
 
 
 def _drift(seed: int) -> list[list[float]]:
-    """A machine whose speed drifts by up to 2x between processes and rounds."""
+    """A machine whose speed differs by up to 2x between processes (and 1% between rounds)."""
     rng = random.Random(seed)
-    return [[rng.uniform(1.0, 2.0) for _ in range(3)] for _ in range(3)]
+    levels = [rng.uniform(1.0, 2.0) for _ in range(3)]
+    return [[level * rng.uniform(0.995, 1.005) for _ in range(3)] for level in levels]
 
 
 def _scaled(drift: list[list[float]], factor: float, seed: int) -> list[list[float]]:
@@ -120,11 +123,14 @@ def _scaled(drift: list[list[float]], factor: float, seed: int) -> list[list[flo
 
 
 def _run_rows(ref_factor: float, seed: int) -> list[dict[str, Any]]:
-    """Reference and upstream encode rows measured in the same (drifting) rounds."""
+    """Reference and upstream encode rows and the memcpy limit, measured in the same
+    processes of one (drifting) machine."""
     drift = _drift(seed)
+    limit = {**_row("memcpy", _scaled(drift, 0.1, seed + 3), op="copy"), "scope": None}
     return [
         _row("reference", _scaled(drift, ref_factor, seed + 1)),
         _row("upstream", _scaled(drift, 2.0, seed + 2)),
+        limit,
     ]
 
 
@@ -132,20 +138,39 @@ def _by_impl(changes: list[Change]) -> dict[str, Change]:
     return {c.impl: c for c in changes}
 
 
-def test_round_ratios_pair_samples_of_the_same_round() -> None:
-    row = _row("reference", [[2.0, 4.0], [6.0]])
-    base = _row("upstream", [[1.0, 2.0], [3.0, 3.0]])  # process 2 differs in length: left out
-    assert round_ratios(row, base) == [2.0, 2.0]
+def test_samples_are_set_against_the_median_of_their_process_limit() -> None:
+    row = _row("reference", [[2.0, 4.0], [6.0], [5.0]])
+    limit = _row("memcpy", [[1.0, 2.0, 100.0], [3.0, 3.0], []])  # process 3: no limit sample
+    assert relative_to_limit(row, limit) == [1.0, 2.0, 2.0]
 
 
-def test_per_round_ratios_cancel_machine_drift() -> None:
+def test_a_disturbed_limit_sample_does_not_move_its_round() -> None:
+    steady = [[1.0, 1.0, 1.0] for _ in range(3)]
+    rows = [_row("reference", steady), {**_row("memcpy", steady, op="copy"), "scope": None}]
+    # one limit sample 50% high in each process: paired round by round, a third of the
+    # row's ratios would drop and the row could not be shown unchanged
+    spiked = [[1.0, 1.5, 1.0], [1.0, 1.0, 1.5], [1.5, 1.0, 1.0]]
+    head = [rows[0], {**_row("memcpy", spiked, op="copy"), "scope": None}]
+    ref = _by_impl(compare_rows(rows, head))["reference"]
+    assert ref.relative_to is not None and ref.ratio == 1.0 and ref.outcome == "unchanged"
+
+
+def test_the_limit_cancels_machine_drift_between_processes() -> None:
     changes = _by_impl(compare_rows(_run_rows(1.0, 10), _run_rows(1.0, 20)))
     ref = changes["reference"]
     assert ref.outcome == "unchanged" and ref.relative_to is not None
-    assert not ref.gated or not ref.regression
-    # absolute times see only the drift: nothing can be told
+    assert "/memcpy/" in ref.relative_to
+    # absolute times see the drift between processes: they cannot show the code unchanged
     absolute = _by_impl(compare_rows(_run_rows(1.0, 10), _run_rows(1.0, 20), relative=False))
-    assert absolute["reference"].outcome == "inconclusive"
+    assert absolute["reference"].outcome in ("inconclusive", "regression")
+
+
+def test_upstream_is_reported_but_never_a_baseline_or_gated() -> None:
+    base, head = _run_rows(1.0, 10), _run_rows(1.0, 20)
+    head[1] = {**head[1], "samples_by_process": _scaled(_drift(30), 6.0, 31)}  # upstream 3x
+    changes = _by_impl(compare_rows(base, head))
+    assert changes["reference"].outcome == "unchanged"
+    assert not changes["upstream"].gated and changes["upstream"].relative_to is None
 
 
 def test_a_code_regression_under_drift_is_found_and_gated() -> None:
@@ -256,26 +281,13 @@ TINY = ThroughputPlan(
 )
 
 
-def _run(out: Path) -> Path:
-    path, _, _ = run_benchmarks(
-        out,
-        mode="quick",
-        plan=TINY,
-        families=(),
-        real=False,
-        with_accuracy=False,
-        progress=False,
-        impl_names=("reference", "upstream"),
-    )
-    return path
-
-
 def test_compare_flags_a_large_injected_slowdown(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    base = _run(tmp_path / "base")
-    monkeypatch.setenv(SLOWDOWN_ENV, "encode:4")  # read by the worker processes
-    slow = _run(tmp_path / "slow")
+    monkeypatch.setenv(SLOWDOWN_ENV, "parse:2")  # the caller's own setting comes back after
+    plain, slowed = measure(tmp_path, 1, "encode:4", plan=TINY)  # plain, slowed, plain
+    assert os.environ[SLOWDOWN_ENV] == "parse:2"
+    base, slow = plain[0], slowed[0]
     report = tmp_path / "slow.json"
     assert main(["compare", str(base), str(slow), "--json", str(report)]) == EXIT_REGRESSION
     data = json.loads(report.read_text())
@@ -286,6 +298,10 @@ def test_compare_flags_a_large_injected_slowdown(
     assert flagged and flagged <= encode, sorted(flagged)
     assert data["geomean"]["encode"]["ratio"] > 2.0
     assert main(["targets", str(base)]) == 0
+    # neither the caller's parse:2 nor encode:4 reached the plain runs
+    same = judge_pair(plain[0], plain[1])
+    assert same.exit_code != EXIT_REGRESSION
+    assert 0.5 < same.geomeans["encode"] < 2.0 and 0.5 < same.geomeans["parse"] < 1.5
 
 
 def test_targets_read_ratios_from_rows() -> None:
