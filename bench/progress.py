@@ -17,6 +17,10 @@ class _Silent:
     def update(self, n: int = 1) -> None:
         self.n += n
 
+    def reset(self, total: int | None = None) -> None:
+        self.total = total
+        self.n = 0
+
     def set_description_str(self, desc: str) -> None:
         self.desc = desc
 
@@ -25,7 +29,7 @@ class _Silent:
 
 
 def bar(total: int | None, desc: str, *, enabled: bool = True, unit: str = "it") -> Any:
-    """A progress bar on stderr (``update``, ``set_description_str``, ``close``)."""
+    """A progress bar on stderr (``update``, ``reset``, ``set_description_str``, ``close``)."""
     if not enabled:
         return _Silent(total, desc)
     try:

@@ -368,6 +368,7 @@ def _measure_group(
             rounds=plan.rounds,
             warmup=plan.warmup,
             min_sample_s=plan.min_sample_s,
+            on_planned=pbar.reset,
             on_sample=pbar.update,
         )
     pbar.close()

@@ -157,12 +157,14 @@ def run_interleaved(
     rounds: int,
     warmup: int,
     min_sample_s: float,
+    on_planned: Callable[[int], object] | None = None,
     on_sample: Callable[[], object] | None = None,
 ) -> list[Timed]:
     """Calibrate, warm up, then time ``rounds`` interleaved rounds; returns the timed items.
 
     Items whose callable raised during calibration are left out of the rounds (their
-    ``error`` says why) and are not in the returned list.
+    ``error`` says why) and are not in the returned list. ``on_planned`` is told, once
+    calibration is over, how many samples the rounds will take; ``on_sample`` after each.
     """
     if rounds < 1:
         raise ValueError("rounds must be >= 1")
@@ -173,6 +175,8 @@ def run_interleaved(
             for _ in range(warmup):
                 _sample(item)
             live.append(item)
+    if on_planned is not None:
+        on_planned(len(live) * rounds)
     for r in range(rounds):
         shift = r % len(live) if live else 0
         for item in live[shift:] + live[:shift]:

@@ -72,3 +72,22 @@ def test_a_failing_benchmark_is_recorded_not_raised() -> None:
     assert live == [ok]
     assert bad.error == "RuntimeError: cannot dequantize"
     assert bad.samples == []
+
+
+def test_progress_is_planned_without_the_refused_benchmarks() -> None:
+    """A bar sized before calibration would stop short of 100% when an implementation refuses
+    an op; the plan counts only the benchmarks that will be timed."""
+
+    def boom() -> None:
+        raise RuntimeError("EXTERNAL needs a static scale")
+
+    planned: list[int] = []
+    done: list[None] = []
+    items = [Timed((n,), lambda: None, FakeClock(1.0)) for n in "ab"]
+    items.append(Timed(("refused",), boom, FakeClock(1.0)))
+    run_interleaved(
+        items, rounds=4, warmup=0, min_sample_s=0.1,
+        on_planned=planned.append, on_sample=lambda: done.append(None),
+    )  # fmt: skip
+    assert planned == [2 * 4]
+    assert len(done) == planned[0]
