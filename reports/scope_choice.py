@@ -294,11 +294,34 @@ def _ci(value: float, low: float, high: float, spec: str, scale: float = 1.0) ->
 
 
 def _figures(row: pd.Series) -> str:
-    """KL, top-1 and perplexity change of one table row, with their intervals."""
+    """KL, top-1 and perplexity change of one table row, with their intervals (each the
+    worse of the two cache dtypes, as ``_metric`` picks it)."""
     kl = _ci(row["kl"], row["kl_low"], row["kl_high"], ".2e")
     top1 = _ci(row["top1"], row["top1_low"], row["top1_high"], ".1f", 100)
     ppl = _ci(row["ppl_change"], row["ppl_change_low"], row["ppl_change_high"], "+.2f", 100)
-    return f"KL {kl} nats/token, top-1 agreement {top1}%, perplexity {ppl}%"
+    return (
+        f"KL {kl} nats/token, top-1 agreement {top1}%, perplexity {ppl}% (each the worse of "
+        "the float16 and bfloat16 caches)"
+    )
+
+
+def _tie_break(row: pd.Series, rival: pd.Series) -> str:
+    """What set ``row`` ahead of a tied ``rival``: the ranking in ``choose_scope`` (fewer
+    bytes per token, then the lower encode cost), in words with the numbers."""
+    mine, theirs = row["bytes_per_token"], rival["bytes_per_token"]
+    if _number(mine) and _number(theirs) and mine < theirs:
+        return (
+            f"{row['scope']} stores {theirs - mine:,.1f} fewer bytes per token than "
+            f"{rival['scope']} ({1 - mine / theirs:.2%} less)"
+        )
+    cost, other = row["encode_cost"], rival["encode_cost"]
+    if _number(cost) and _number(other) and cost < other:
+        return (
+            f"{row['scope']} stores as many bytes per token and encodes faster than "
+            f"{rival['scope']} ({_percent(cost)} against {_percent(other)} slower than the "
+            "fastest scope)"
+        )
+    return f"{row['scope']} and {rival['scope']} are equal on both; {row['scope']} is listed first"
 
 
 def _diff(row: pd.Series) -> str:
@@ -325,10 +348,11 @@ def _statement(table: pd.DataFrame, chosen: str, best: str) -> str:
     others = table[(table["scope"] != chosen) & table["kl_diff"].notna()]
     tied = others[others["tied"]]
     if chosen != best:
+        rival = table[table["scope"] == best].iloc[0]
         return (
             f"{head}. The lowest KL is {best}'s, and {chosen} is within its interval (KL "
-            f"difference {_diff(row)}), so the choice rests on bytes and speed: {chosen} "
-            "stores fewer bytes per token or encodes faster."
+            f"difference {_diff(row)}), so the choice rests on bytes and speed: "
+            f"{_tie_break(row, rival)}."
         )
     if not tied.empty:
         names = ", ".join(tied["scope"])

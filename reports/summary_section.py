@@ -97,7 +97,7 @@ def first_screen(choice: ScopeChoice, throughput: pd.DataFrame) -> str:
     cards = [_card(choice.scope, "recommended scale scope")]
     if not pd.isna(row["kl"]):
         cards += [
-            _card(f"{row['kl']:.1e}", "next-token KL (nats)"),
+            _card(f"{row['kl']:.1e}", "next-token KL (nats), worse dtype"),
             _card(f"{row['top1']:.1%}", "top-1 agreement"),
         ]
     if not pd.isna(bpt):

@@ -117,6 +117,21 @@ def test_kl_within_the_interval_ties_and_bytes_decide() -> None:
     assert bool(choice.table["tied"].all())
     assert "The lowest KL is PER_PAGE_HEAD's" in choice.statement
     assert "the choice rests on bytes and speed" in choice.statement
+    assert "PER_LAYER_HEAD stores 1.0 fewer bytes per token than PER_PAGE_HEAD" in choice.statement
+
+
+def test_a_kl_tie_with_equal_bytes_is_broken_by_encode_speed_and_says_so() -> None:
+    shifted = [x + 0.0001 for x in NOISY[::-1]]
+    rows = {(s, REAL): (0.02, 100.0) for s in ("PER_LAYER_HEAD", "PER_PAGE_HEAD")}
+    apart = {"PER_LAYER_HEAD": (0.8, 0.85), "PER_PAGE_HEAD": (0.9, 1.1)}
+    choice = choose_scope(
+        accuracy(rows),
+        encode({"PER_LAYER_HEAD": 0.82, "PER_PAGE_HEAD": 1.0}, quartiles=apart),
+        e2e({"PER_LAYER_HEAD": NOISY, "PER_PAGE_HEAD": shifted}),
+    )
+    assert choice.scope == "PER_PAGE_HEAD"  # KL tied, bytes equal, encodes faster
+    assert "The lowest KL is PER_LAYER_HEAD's" in choice.statement
+    assert "PER_PAGE_HEAD stores as many bytes per token and encodes faster" in choice.statement
 
 
 def test_stress_families_never_decide() -> None:
