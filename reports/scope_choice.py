@@ -107,14 +107,18 @@ def _number(value: object) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and not pd.isna(value)
 
 
-def _encode_cost(throughput: pd.DataFrame, scopes: list[str]) -> tuple[pd.Series, list[str]]:
+def _encode_cost(
+    throughput: pd.DataFrame, scopes: list[str]
+) -> tuple[pd.Series, pd.DataFrame, list[str]]:
     """Per scope: 1 - (GB/s / fastest scope's GB/s), paired per machine, device, case, dtype,
     counted only where the scope is separably slower than the fastest: its interquartile
     GB/s interval lies entirely below the fastest's; where the intervals overlap the cost is 0
     (a tie within noise).
 
     The median over cases and dtypes is taken per machine and device (never across machines),
-    then the worst counts. Returns the costs and the devices that had reference encode rows.
+    then the worst counts. Returns the costs, the lowest and highest per-pair cost of each
+    scope (columns ``min``, ``max``: the spread the median summarizes, which a ratio of the
+    median GB/s does not show) and the devices that had reference encode rows.
     """
     rows = throughput[
         (throughput["op"] == "encode")
@@ -122,7 +126,7 @@ def _encode_cost(throughput: pd.DataFrame, scopes: list[str]) -> tuple[pd.Series
         & (throughput["scope"].isin(scopes))
     ]
     if rows.empty:
-        return pd.Series(dtype=float), []
+        return pd.Series(dtype=float), pd.DataFrame(columns=["min", "max"]), []
     low, high = _quartile_gbps(rows)
     rows = rows.assign(gbps=pd.to_numeric(rows["gbps"]), gbps_low=low, gbps_high=high)
     keys = ["machine", "device", "case", "dtype"]
@@ -133,7 +137,8 @@ def _encode_cost(throughput: pd.DataFrame, scopes: list[str]) -> tuple[pd.Series
     separated = medians["gbps_high"] < fastest["gbps_low"]
     cost_by_case = (1.0 - medians["gbps"] / fastest["gbps"]).where(separated, 0.0)
     cost = cost_by_case.groupby(level=["machine", "device", "scope"]).median()
-    return cost.groupby(level="scope").max(), sorted(rows["device"].unique())
+    spread = cost_by_case.groupby(level="scope").agg(["min", "max"])
+    return cost.groupby(level="scope").max(), spread, sorted(rows["device"].unique())
 
 
 def _kl_blocks(e2e: pd.DataFrame, scope: str) -> list[float] | None:
@@ -214,8 +219,10 @@ def choose_scope(
     if table["bytes_per_token"].isna().all():
         notes.append("no bytes_per_token rows: storage overhead not judged")
 
-    cost, devices = _encode_cost(throughput, scopes)
+    cost, spread, devices = _encode_cost(throughput, scopes)
     table["encode_cost"] = cost.reindex(scopes).to_numpy()
+    table["encode_cost_low"] = spread["min"].reindex(scopes).to_numpy()
+    table["encode_cost_high"] = spread["max"].reindex(scopes).to_numpy()
     if not devices:
         notes.append("no reference encode throughput rows: encode cost not judged")
     unmeasured = [s for s, c in zip(scopes, table["encode_cost"], strict=True) if pd.isna(c)]

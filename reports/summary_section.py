@@ -58,6 +58,20 @@ def _encode_speed(throughput: pd.DataFrame, scope: str) -> str:
     )
 
 
+def _encode_cost_text(row: pd.Series) -> str:
+    """The chosen scope's encode cost as the rule measures it: the median over cases and
+    dtypes of its paired slowdown against the fastest scope, with the per-pair range (the
+    ratio of the median GB/s in the throughput table is a different, cruder figure)."""
+    cost = f" ({_percent(row['encode_cost'])} slower than the fastest scope"
+    if pd.isna(row["encode_cost_low"]) or row["encode_cost_low"] == row["encode_cost_high"]:
+        return cost + ")"
+    return (
+        f"{cost}: the median over cases and dtypes of the slowdown paired per case and dtype, "
+        f"which ranges from {_percent(row['encode_cost_low'])} to "
+        f"{_percent(row['encode_cost_high'])})"
+    )
+
+
 def _stress_text(choice: ScopeChoice) -> str:
     """The stress families' verdict on the chosen scope, beside the decision."""
     row = choice.table[choice.table["chosen"]].iloc[0]
@@ -92,7 +106,7 @@ def first_screen(choice: ScopeChoice, throughput: pd.DataFrame) -> str:
         ("storage not measured" if pd.isna(bpt) else f"{bpt:,.1f} bytes per token")
         + f" ({_percent(row['bytes_overhead'])} over the smallest scope); "
         + _encode_speed(throughput, choice.scope)
-        + f" ({_percent(row['encode_cost'])} slower than the fastest scope)"
+        + _encode_cost_text(row)
     )
     cards = [_card(choice.scope, "recommended scale scope")]
     if not pd.isna(row["kl"]):

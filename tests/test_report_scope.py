@@ -210,7 +210,10 @@ def test_worst_machine_and_device_set_the_encode_cost() -> None:
         ]
     )
     choice = choose_scope(accuracy(rows), throughput)
-    assert choice.table.set_index("scope").loc["PER_PAGE_HEAD", "encode_cost"] == pytest.approx(0.5)
+    table = choice.table.set_index("scope")
+    assert table.loc["PER_PAGE_HEAD", "encode_cost"] == pytest.approx(0.5)
+    assert table.loc["PER_PAGE_HEAD", "encode_cost_low"] == pytest.approx(0.01)
+    assert table.loc["PER_PAGE_HEAD", "encode_cost_high"] == pytest.approx(0.5)
     assert choice.scope == "PER_TENSOR"
 
 
