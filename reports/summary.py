@@ -27,6 +27,15 @@ def level_counts(tests: pd.DataFrame) -> pd.DataFrame:
     return counts[columns]
 
 
+def matrix_counts(tests: pd.DataFrame) -> dict[str, int]:
+    """Producer x consumer checks (rows with a ``producer``) by outcome: the checks that
+    ``level_counts`` leaves to the matrix section, counted so the summary can judge them."""
+    if "producer" not in tests:
+        return {}
+    rows = tests[tests["producer"].notna()]
+    return {outcome: int((rows["outcome"] == outcome).sum()) for outcome in OUTCOMES}
+
+
 def must_should_table(counts: pd.DataFrame) -> pd.DataFrame:
     """One row per implementation: '<pass>/<total>' for MUST and SHOULD, and failure counts."""
     rows = []

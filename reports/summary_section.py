@@ -12,7 +12,13 @@ from reports.html import Section, details, note, paragraph, table
 from reports.load import ReportInputs
 from reports.output import Output
 from reports.scope_choice import RULE_TEXT, ScopeChoice, choose_scope
-from reports.summary import failures, headline_ratios, level_counts, must_should_table
+from reports.summary import (
+    failures,
+    headline_ratios,
+    level_counts,
+    matrix_counts,
+    must_should_table,
+)
 
 
 def _card(big: str, label: str) -> str:
@@ -22,8 +28,10 @@ def _card(big: str, label: str) -> str:
     )
 
 
-def _verdicts(counts: pd.DataFrame) -> list[str]:
-    """One sentence per implementation about its MUST rules."""
+def _verdicts(counts: pd.DataFrame, matrix: dict[str, int]) -> list[str]:
+    """One sentence per implementation about its MUST rules (tests of one implementation),
+    then one about the producer x consumer checks, so that a byte-compatibility break seen
+    only between two implementations is on the first screen too."""
     lines = []
     for impl, group in counts.groupby("impl", sort=False):
         must = group[group["level"] == "MUST"]
@@ -36,6 +44,17 @@ def _verdicts(counts: pd.DataFrame) -> list[str]:
             lines.append(f"{impl}: no unexpected MUST failures; {known} known MUST failure(s)")
         else:
             lines.append(f"{impl}: every MUST test passes or is skipped ({total} tests)")
+    checks = sum(matrix.values())
+    if checks:
+        failed = matrix.get("fail", 0) + matrix.get("unexpected_pass", 0)
+        known = matrix.get("known_failure", 0)
+        if failed:
+            lines.append(f"producer × consumer: {failed} check(s) FAIL (of {checks})")
+        else:
+            lines.append(
+                f"producer × consumer: no unexpected failures in {checks} check(s); "
+                f"{known} known failure(s)"
+            )
     return lines
 
 
@@ -190,7 +209,8 @@ def summary_section(
         impls = inputs.conformance_table("impls")
         counts = level_counts(tests)
         failed = failures(tests, rules)
-        body.append("".join(paragraph(line, "verdict") for line in _verdicts(counts)))
+        lines = _verdicts(counts, matrix_counts(tests))
+        body.append("".join(paragraph(line, "verdict") for line in lines))
         document["implementations"] = impls.to_dict("records")
         document["counts"] = counts.to_dict("records")
         document["failures"] = failed.to_dict("records")

@@ -140,9 +140,23 @@ def test_summary_counts_and_recommended_scope(full: tuple[Path, str]) -> None:
     assert "Rule: Among scopes that store their scales in the blob" in text
     assert "no end-to-end rows" in text
     assert "upstream: 1 MUST test(s) FAIL" in text
+    assert "producer × consumer: no unexpected failures in 1 check(s); 1 known failure(s)" in text
     assert '<tr class="chosen"><td>PER_PAGE_HEAD</td>' in text
     assert "Against the baseline (lmckv bench compare), bench-cpu.jsonl: 16 regression(s)" in text
     assert "bench-cuda.jsonl: no measurement in common with the baseline" in text
+
+
+def test_a_failing_producer_consumer_check_is_on_the_first_screen(tmp_path: Path) -> None:
+    """Matrix checks are not counted per implementation; a failing one must still reach the
+    summary, not only the matrix section far below."""
+    results = json.loads((FIXTURES / "conformance.json").read_text())
+    matrix = [t for t in results["tests"] if t["producer"]]
+    assert matrix
+    matrix[0]["outcome"] = "fail"
+    (tmp_path / "conformance.json").write_text(json.dumps(results))
+    assert main([str(tmp_path / "conformance.json"), "--out", str(tmp_path / "out")]) == 0
+    text = section((tmp_path / "out" / "index.html").read_text(encoding="utf-8"), "summary")
+    assert f"producer × consumer: 1 check(s) FAIL (of {len(matrix)})" in text
 
 
 def test_matrix_shows_which_impl_breaks_which_rule(full: tuple[Path, str]) -> None:
