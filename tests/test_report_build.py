@@ -141,6 +141,8 @@ def test_summary_counts_and_recommended_scope(full: tuple[Path, str]) -> None:
     assert "no end-to-end rows" in text
     assert "upstream: 1 MUST test(s) FAIL" in text
     assert "producer × consumer: no unexpected failures in 1 check(s); 1 known failure(s)" in text
+    assert "(3.8% slower than the fastest scope, inside the rule&#x27;s 25% bound" in text
+    assert "which ranges from 0.0% to 7.5%)" in text
     assert '<tr class="chosen"><td>PER_PAGE_HEAD</td>' in text
     assert "Against the baseline (lmckv bench compare), bench-cpu.jsonl: 16 regression(s)" in text
     assert "bench-cuda.jsonl: no measurement in common with the baseline" in text
