@@ -202,12 +202,6 @@ def with_nan_signs(v: torch.Tensor, q: torch.Tensor, nan: torch.Tensor) -> torch
     marked = bits[nan]
     bits[nan] = torch.where(negative, marked | 0x80, marked & 0x7F)
     return q
-    source = v.detach()[nan]
-    negative = source.view(_SIGNED_INT[source.element_size()]) < 0
-    negative |= ~torch.isnan(source)  # Inf/Inf
-    bits = q.view(torch.uint8)
-    bits[nan] = torch.where(negative, bits[nan] | 0x80, bits[nan] & 0x7F)
-    return q
 
 
 def dequantize(
