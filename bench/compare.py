@@ -111,12 +111,12 @@ def by_process(row: Mapping[str, Any]) -> list[list[float]]:
 def relative_to_limit(row: Mapping[str, Any], limit: Mapping[str, Any]) -> list[float]:
     """Each of the row's samples over the median of its limit's samples in the same process
     (a process where the limit has no sample is left out)."""
-    return [
-        sample / median(limit_samples)
-        for samples, limit_samples in zip(by_process(row), by_process(limit), strict=False)
-        if limit_samples
-        for sample in samples
-    ]
+    out: list[float] = []
+    for samples, limit_samples in zip(by_process(row), by_process(limit), strict=False):
+        if limit_samples:
+            scale = median(limit_samples)
+            out.extend(sample / scale for sample in samples)
+    return out
 
 
 @dataclass(frozen=True)
