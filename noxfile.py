@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -47,6 +48,11 @@ REAL_KV_PINS = ["transformers==5.24.0", "gguf==0.19.0", "accelerate==1.15.0", "s
 UPSTREAM_VERSIONS_FILE = Path("conformance/upstream_versions.txt")
 #: Where `dist` leaves the wheel and sdist (the installed-wheel test reuses the wheel).
 DIST_DIR = Path(".lmckv/dist")
+#: The installed package tree as mypy sees it: mypy cannot follow setuptools' package-dir
+#: mapping, so `lint` lays out `lmckv/` from links to the repository's folders here.
+TYPECHECK_DIR = Path(".lmckv/typecheck")
+#: The suite, as pytest finds it from any folder (the installed name of conformance/).
+SUITE = ["--pyargs", "lmckv.conformance"]
 
 
 def _cuda_python() -> str | None:
@@ -79,7 +85,22 @@ def lint(session: nox.Session) -> None:
     install(session, "lint", "test", "bench")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
-    session.run("mypy")
+    _link_installed_tree(TYPECHECK_DIR)
+    session.run("mypy")  # its paths read .lmckv/typecheck/lmckv/<folder>/...
+
+
+def _link_installed_tree(root: Path) -> None:
+    """``root/lmckv/`` laid out as the wheel installs it, from links: each file of the
+    repository's ``lmckv/`` and each folder that pyproject.toml maps to ``lmckv.NAME``."""
+    mapping = tomllib.loads(Path("pyproject.toml").read_text())["tool"]["setuptools"]
+    shutil.rmtree(root, ignore_errors=True)
+    top = root / "lmckv"
+    top.mkdir(parents=True)
+    for path in Path(mapping["package-dir"]["lmckv"]).glob("*.py"):
+        (top / path.name).symlink_to(path.resolve())
+    for package, folder in mapping["package-dir"].items():
+        if package.count(".") == 1:
+            (top / package.split(".")[1]).symlink_to(Path(folder).resolve())
 
 
 @nox.session(**VENV)
@@ -94,22 +115,22 @@ def tests(session: nox.Session) -> None:
         "pytest", "-n", "2", "tests", "-m", "not slow", "--junitxml=.lmckv/junit-tests.xml",
         *session.posargs, env={"LMCKV_REQUIRE_UPSTREAM": "1"},
     )  # fmt: skip
-    session.run("python", "-m", "conformance.golden", "--check")
+    session.run("python", "-m", "lmckv.conformance.golden", "--check")
     session.run(
-        "pytest", "-n", "2", "conformance", "--impl", "reference", "--impl", "upstream",
+        "pytest", "-n", "2", *SUITE, "--impl", "reference", "--impl", "upstream",
         "--junitxml=.lmckv/junit-conformance.xml",
     )  # fmt: skip
     session.run(
-        "pytest", "-n", "2", "conformance", "--impl", "c-asan",
+        "pytest", "-n", "2", *SUITE, "--impl", "c-asan",
         "--junitxml=.lmckv/junit-conformance-c-asan.xml",
     )  # fmt: skip
     session.run(
-        "pytest", "-n", "2", "conformance", "--impl", "reference-server",
+        "pytest", "-n", "2", *SUITE, "--impl", "reference-server",
         "--impl", "upstream-server", "--impl", "reference-client",
         "--junitxml=.lmckv/junit-conformance-sockets.xml",
     )  # fmt: skip
     session.run(
-        "python", "-m", "conformance.fuzz", "--seconds", "160", "--runs", "100000",
+        "python", "-m", "lmckv.conformance.fuzz", "--seconds", "160", "--runs", "100000",
         "--alloc-every", "4", "--out", ".lmckv/fuzz",
     )  # fmt: skip
 
@@ -155,7 +176,7 @@ def upstream_versions(session: nox.Session) -> None:
         out = root / version
         out.mkdir(parents=True, exist_ok=True)
         session.run(
-            python, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", "conformance",
+            python, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", *SUITE,
             "--impl", "reference", "--impl", "upstream",
             f"--results-json={out / 'results.json'}", f"--junitxml={out / 'junit.xml'}",
             external=True, success_codes=[0, 1],
@@ -163,11 +184,11 @@ def upstream_versions(session: nox.Session) -> None:
         outcomes = {t["outcome"] for t in json.loads((out / "results.json").read_text())["tests"]}
         if {"fail", "unexpected_pass"} & outcomes:
             unexpected.append(version)
-        session.run(python, "-m", "conformance.releases", "dump", str(root), external=True)
+        session.run(python, "-m", "lmckv.conformance.releases", "dump", str(root), external=True)
     for python in pythons.values():
-        session.run(python, "-m", "conformance.releases", "read", str(root), external=True)
+        session.run(python, "-m", "lmckv.conformance.releases", "read", str(root), external=True)
     session.run(
-        "python", "-m", "conformance.releases", "summary", str(root),
+        "python", "-m", "lmckv.conformance.releases", "summary", str(root),
         "--versions", ",".join(versions),
     )  # fmt: skip
     if unexpected:
@@ -199,7 +220,7 @@ def _release_env(session: nox.Session, version: str) -> str:
 def golden(session: nox.Session) -> None:
     """Regenerate golden_blobs/ from the reference; `-- --check` fails on any differing byte."""
     install(session)
-    session.run("python", "-m", "conformance.golden", *session.posargs)
+    session.run("python", "-m", "lmckv.conformance.golden", *session.posargs)
 
 
 @nox.session(**VENV)
@@ -208,7 +229,7 @@ def conformance(session: nox.Session) -> None:
     install(session, "test", upstream=True)
     impls = session.posargs or ["--impl", "reference", "--impl", "upstream"]
     session.run(
-        "pytest", "-n", "2", "conformance", *impls,
+        "pytest", "-n", "2", *SUITE, *impls,
         "--junitxml=.lmckv/conformance/junit.xml",
         "--results-json=.lmckv/conformance/results.json",
     )  # fmt: skip
@@ -237,7 +258,7 @@ def report(session: nox.Session) -> None:
     # An unexpected conformance failure (exit 1) belongs in the report; the session still
     # fails afterwards so that nobody mistakes the run for a clean one.
     session.run(
-        "pytest", "-n", "2", "-q", "conformance", "--impl", "reference", "--impl", "upstream",
+        "pytest", "-n", "2", "-q", *SUITE, "--impl", "reference", "--impl", "upstream",
         f"--results-json={results}", f"--junitxml={runs / f'conformance-{stamp}.xml'}",
         success_codes=[0, 1],
     )  # fmt: skip
@@ -263,4 +284,4 @@ def fuzz(session: nox.Session) -> None:
     differential against the C testee, libFuzzer where clang exists):
     `-- --seconds S [--runs N] [--target NAME]`."""
     install(session, "test", "fuzz")
-    session.run("python", "-m", "conformance.fuzz", *(session.posargs or ["--seconds", "60"]))
+    session.run("python", "-m", "lmckv.conformance.fuzz", *(session.posargs or ["--seconds", "60"]))

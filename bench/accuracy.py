@@ -27,12 +27,12 @@ from typing import Any
 
 import torch
 
-from bench.data import Dataset, KVSample
-from bench.formats import E4M3, FORMATS, Format
-from bench.impls import CodecImpl
-from bench.metrics import attention_probs, attn_rel_err, v_error
-from bench.progress import bar
-from bench.results import METRICS
+from lmckv.bench.data import Dataset, KVSample
+from lmckv.bench.formats import E4M3, FORMATS, Format
+from lmckv.bench.impls import CodecImpl
+from lmckv.bench.metrics import attention_probs, attn_rel_err, v_error
+from lmckv.bench.progress import bar
+from lmckv.bench.results import METRICS
 
 ACCURACY_SCOPES = (
     "PER_TENSOR",

@@ -27,14 +27,14 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from conformance.core.schemas import SchemaError
+from lmckv.conformance.core.schemas import SchemaError
 
 
 def _run(args: argparse.Namespace) -> int:
-    from bench import throughput
-    from bench.results import load
-    from bench.runner import run_benchmarks
-    from bench.targets import check_targets, format_checks
+    from lmckv.bench import throughput
+    from lmckv.bench.results import load
+    from lmckv.bench.runner import run_benchmarks
+    from lmckv.bench.targets import check_targets, format_checks
 
     mode = "full" if args.full else "quick"
     plan = throughput.FULL if args.full else throughput.QUICK
@@ -59,7 +59,13 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from bench.compare import EXIT_USAGE, MachineMismatch, MinEffects, compare_files, exit_code
+    from lmckv.bench.compare import (
+        EXIT_USAGE,
+        MachineMismatch,
+        MinEffects,
+        compare_files,
+        exit_code,
+    )
 
     try:
         min_effects = MinEffects.parse(args.min_effect)
@@ -83,8 +89,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _targets(args: argparse.Namespace) -> int:
-    from bench.results import load
-    from bench.targets import check_targets, format_checks
+    from lmckv.bench.results import load
+    from lmckv.bench.targets import check_targets, format_checks
 
     _, records = load(args.file)
     checks = check_targets(records)
@@ -93,19 +99,19 @@ def _targets(args: argparse.Namespace) -> int:
 
 
 def _gate_check(args: argparse.Namespace) -> int:
-    from bench.gate_check import run_gate_check
+    from lmckv.bench.gate_check import run_gate_check
 
     return run_gate_check(args.out, pairs=args.pairs, slowdown=args.slowdown)
 
 
 def _gpu_check(args: argparse.Namespace) -> int:
-    from bench.gpu_check import run_check
+    from lmckv.bench.gpu_check import run_check
 
     return run_check(args.out, full=args.full)
 
 
 def _load(args: argparse.Namespace) -> int:
-    from bench.load import SERVERS, LoadPlan, main_load
+    from lmckv.bench.load import SERVERS, LoadPlan, main_load
 
     plan = LoadPlan(clients=args.clients, ops=args.ops, time_cap_s=args.time_cap)
     return main_load(args.impl or list(SERVERS), plan, args.out)

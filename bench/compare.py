@@ -40,8 +40,8 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from bench.results import LIMIT_IMPLS, load
-from bench.verdict import ALPHA, MIN_EFFECT, Verdict, geomean, judge
+from lmckv.bench.results import LIMIT_IMPLS, load
+from lmckv.bench.verdict import ALPHA, MIN_EFFECT, Verdict, geomean, judge
 
 KEY_FIELDS = ("op", "impl", "device", "scope", "dtype", "case")
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3

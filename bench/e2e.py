@@ -42,13 +42,13 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from bench import bootstrap, data, kvstats, realkv
-from bench.accuracy import codec_e4m3, whatif
-from bench.corpus import PASSAGES
-from bench.data import KVSample
-from bench.formats import E4M3, FORMATS
-from bench.impls import CodecImpl
-from bench.progress import bar
+from lmckv.bench import bootstrap, data, kvstats, realkv
+from lmckv.bench.accuracy import codec_e4m3, whatif
+from lmckv.bench.corpus import PASSAGES
+from lmckv.bench.data import KVSample
+from lmckv.bench.formats import E4M3, FORMATS
+from lmckv.bench.impls import CodecImpl
+from lmckv.bench.progress import bar
 
 E2E_SCOPES = ("PER_TENSOR", "PER_LAYER_HEAD", "PER_PAGE_HEAD", "EXTERNAL_CALIBRATED")
 CACHE_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from conformance.core.resources import checkout_root
+from lmckv.conformance.core.resources import checkout_root
 
 #: The lmckv source checkout (None when lmckv runs from an installed wheel).
 REPO_ROOT = checkout_root()

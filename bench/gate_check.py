@@ -29,11 +29,11 @@ from fractions import Fraction
 from itertools import pairwise
 from pathlib import Path
 
-from bench.compare import EXIT_REGRESSION, compare_rows, exit_code, op_geomeans
-from bench.impls import SLOWDOWN_ENV, parse_slowdown
-from bench.results import load
-from bench.runner import run_benchmarks
-from bench.throughput import CASES, QUICK, ThroughputPlan
+from lmckv.bench.compare import EXIT_REGRESSION, compare_rows, exit_code, op_geomeans
+from lmckv.bench.impls import SLOWDOWN_ENV, parse_slowdown
+from lmckv.bench.results import load
+from lmckv.bench.runner import run_benchmarks
+from lmckv.bench.throughput import CASES, QUICK, ThroughputPlan
 
 PLAN = replace(QUICK, cpu_cases=(CASES["page16"],), dtypes=("float16",), devices=("cpu",))
 #: Largest share of A/A pairs that may call a regression, and smallest share of slowed

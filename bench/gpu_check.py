@@ -37,15 +37,15 @@ from typing import Any
 
 import torch
 
-from bench import accuracy, data
-from bench.cuda_limits import CUDA_LIMIT, PINNED_OF, peak_bandwidth
-from bench.env import collect_env
-from bench.impls import STATIC_SCALE, CodecImpl, load_impls, static_fp8
-from bench.machine import machine_record
-from bench.results import SCOPES, ResultsWriter, load
-from bench.targets import TARGETS
-from bench.throughput import CASES, DTYPES, ThroughputPlan, cuda_skip_reason
-from bench.workers import run_processes
+from lmckv.bench import accuracy, data
+from lmckv.bench.cuda_limits import CUDA_LIMIT, PINNED_OF, peak_bandwidth
+from lmckv.bench.env import collect_env
+from lmckv.bench.impls import STATIC_SCALE, CodecImpl, load_impls, static_fp8
+from lmckv.bench.machine import machine_record
+from lmckv.bench.results import SCOPES, ResultsWriter, load
+from lmckv.bench.targets import TARGETS
+from lmckv.bench.throughput import CASES, DTYPES, ThroughputPlan, cuda_skip_reason
+from lmckv.bench.workers import run_processes
 
 PAGES, PAGE_SIZE, HEADS, HEAD_DIM = 64, 16, 8, 128
 

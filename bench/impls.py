@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from bench.env import package_version
+from lmckv.bench.env import package_version
 
 IMPL_MODULES = {"reference": "reference_impl.kv_codec", "upstream": "lmcache.v1.kv_codec"}
 FP8 = torch.float8_e4m3fn

@@ -94,8 +94,8 @@ def run_size(
     """One load row: ``plan.clients`` clients x ``plan.ops`` round trips of ``size``."""
     import torch
 
-    from reference_impl.protocol.client import CacheClient
-    from reference_impl.protocol.memory_format import MemoryFormat
+    from lmckv.reference_impl.protocol.client import CacheClient
+    from lmckv.reference_impl.protocol.memory_format import MemoryFormat
 
     n = _value_bytes(size)
     shape = [2, 1, SIZES[size], HIDDEN]
@@ -161,7 +161,7 @@ def run_size(
 
 
 def _server(name: str) -> Any:
-    from conformance.drivers.server_driver import load_server, reference_server
+    from lmckv.conformance.drivers.server_driver import load_server, reference_server
 
     if name == "reference-server":  # a capacity that holds the whole run: nothing evicted
         return reference_server(capacity_bytes=REFERENCE_CAPACITY, idle_timeout=None)
@@ -209,8 +209,8 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 def main_load(servers: Sequence[str], plan: LoadPlan, out: Path | None) -> int:
     """Run, print the table, write a results file when ``out`` is given; exit 1 on any
     error or unverified value."""
-    from bench.env import collect_env, cpu_count, cpu_model
-    from bench.results import ResultsWriter
+    from lmckv.bench.env import collect_env, cpu_count, cpu_model
+    from lmckv.bench.results import ResultsWriter
 
     started = datetime.now(UTC)
     rows = run_load(servers, plan)
@@ -226,7 +226,7 @@ def main_load(servers: Sequence[str], plan: LoadPlan, out: Path | None) -> int:
                 "servers": list(servers),
             }
         }
-        from bench.machine import machine_record
+        from lmckv.bench.machine import machine_record
 
         machine = machine_record()
         with ResultsWriter(

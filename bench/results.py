@@ -18,8 +18,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from bench.machine import machine_id
-from conformance.core.schemas import BENCH_SCHEMA_VERSION, SchemaError, enum, validate
+from lmckv.bench.machine import machine_id
+from lmckv.conformance.core.schemas import BENCH_SCHEMA_VERSION, SchemaError, enum, validate
 
 #: Version of the results format; bumped when a reader of the previous version could misread
 #: a file (2: machine record and ``machine_id``, rows measured in several processes).

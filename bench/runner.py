@@ -17,13 +17,13 @@ from typing import Any
 
 import torch
 
-from bench import accuracy, data, e2e, realkv
-from bench.env import collect_env
-from bench.impls import IMPL_MODULES, load_impls
-from bench.machine import machine_record
-from bench.results import ResultsWriter
-from bench.throughput import ThroughputPlan
-from bench.workers import run_processes
+from lmckv.bench import accuracy, data, e2e, realkv
+from lmckv.bench.env import collect_env
+from lmckv.bench.impls import IMPL_MODULES, load_impls
+from lmckv.bench.machine import machine_record
+from lmckv.bench.results import ResultsWriter
+from lmckv.bench.throughput import ThroughputPlan
+from lmckv.bench.workers import run_processes
 
 
 def run_benchmarks(

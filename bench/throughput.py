@@ -38,13 +38,13 @@ from typing import Any
 
 import torch
 
-from bench.cuda_limits import CUDA_LIMIT, LAUNCH_BOUND_S, PINNED_OF, L2Flush, cuda_limits
-from bench.impls import CodecImpl, CodecOps, LayerKV
-from bench.nvml import RowSampler, find_handle, load_nvml, nvml_uuid
-from bench.progress import bar
-from bench.results import SCOPES
-from bench.stats import gbps, summarize
-from bench.timing import Clock, CpuClock, CudaClock, Timed, run_interleaved
+from lmckv.bench.cuda_limits import CUDA_LIMIT, LAUNCH_BOUND_S, PINNED_OF, L2Flush, cuda_limits
+from lmckv.bench.impls import CodecImpl, CodecOps, LayerKV
+from lmckv.bench.nvml import RowSampler, find_handle, load_nvml, nvml_uuid
+from lmckv.bench.progress import bar
+from lmckv.bench.results import SCOPES
+from lmckv.bench.stats import gbps, summarize
+from lmckv.bench.timing import Clock, CpuClock, CudaClock, Timed, run_interleaved
 
 DTYPES: dict[str, torch.dtype] = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 CPU_OPS = ("encode", "parse", "decode_fp8", "decode_dequant")

@@ -8,7 +8,7 @@ group and benchmark order (seed = run seed + process index), and keeps the sampl
 process. The first process calibrates the calls per sample; the others reuse its numbers so
 that they spend their time on rounds, not on calibration.
 
-Each worker is ``python -m bench.workers SPEC OUT``: SPEC is a JSON file (plan, impl names,
+Each worker is ``python -m lmckv.bench.workers SPEC OUT``: SPEC is a JSON file (plan, impl names,
 seed, process index, numbers, torch threads, progress), OUT the JSON Lines file of its group
 results (``bench.throughput.measure``).
 """
@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.throughput import ThroughputPlan, calibrated_numbers, rows
+from lmckv.bench.throughput import ThroughputPlan, calibrated_numbers, rows
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,7 +40,7 @@ def _run_worker(spec: dict[str, Any], workdir: Path) -> list[dict[str, Any]]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.workers", str(spec_path), str(out_path)],
+        [sys.executable, "-m", "lmckv.bench.workers", str(spec_path), str(out_path)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=None if spec["progress"] else subprocess.PIPE,
@@ -97,8 +97,8 @@ def worker_main(spec_path: Path, out_path: Path) -> int:
     """One worker: measure the spec's plan, write its group results as JSON Lines."""
     import torch
 
-    from bench.impls import load_impls
-    from bench.throughput import measure
+    from lmckv.bench.impls import load_impls
+    from lmckv.bench.throughput import measure
 
     spec = json.loads(spec_path.read_text())
     if spec["threads"] > 0:

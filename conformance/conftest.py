@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.runner.pytest_entry import (
+from lmckv.conformance.runner.pytest_entry import (
     add_options_once,
     client,
     impl,

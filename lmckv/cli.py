@@ -21,31 +21,31 @@ DESCRIPTION = (
 
 
 def _bench(argv: list[str]) -> int:
-    from bench import cli
+    from lmckv.bench import cli
 
     return cli.main(argv)
 
 
 def _report(argv: list[str]) -> int:
-    from reports import cli
+    from lmckv.reports import cli
 
     return cli.main(argv)
 
 
 def _golden(argv: list[str]) -> int:
-    from conformance.golden import cli
+    from lmckv.conformance.golden import cli
 
     return cli.main(argv)
 
 
 def _fuzz(argv: list[str]) -> int:
-    from conformance.fuzz import cli
+    from lmckv.conformance.fuzz import cli
 
     return cli.main(argv)
 
 
 def _serve(argv: list[str]) -> int:
-    from reference_impl.protocol import server
+    from lmckv.reference_impl.protocol import server
 
     return server.main(argv)
 

@@ -81,8 +81,8 @@ def run(argv: Sequence[str]) -> int:
     collection or internal error (pytest's 2 to 5)."""
     import pytest
 
-    import conformance
-    from conformance.runner.options import CommandLine
+    from lmckv import conformance
+    from lmckv.conformance.runner.options import CommandLine
 
     suite = Path(conformance.__file__).parent
     wrote_bytecode = sys.dont_write_bytecode

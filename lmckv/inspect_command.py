@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from reference_impl.kv_codec.inspection import inspect_bytes
+from lmckv.reference_impl.kv_codec.inspection import inspect_bytes
 
 EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
 

@@ -6,12 +6,12 @@ from html import escape
 
 import pandas as pd
 
-from bench.families import REALISTIC, STRESS, family_role
-from reports import figures
-from reports.comparison import VERDICT_CLASS, compare, counts_text
-from reports.html import Section, collapsible, details, figure, note, paragraph, table
-from reports.load import ReportInputs, scope_rank
-from reports.output import Output
+from lmckv.bench.families import REALISTIC, STRESS, family_role
+from lmckv.reports import figures
+from lmckv.reports.comparison import VERDICT_CLASS, compare, counts_text
+from lmckv.reports.html import Section, collapsible, details, figure, note, paragraph, table
+from lmckv.reports.load import ReportInputs, scope_rank
+from lmckv.reports.output import Output
 
 NO_BENCH = "no bench results file among the inputs: benchmarks are not reported"
 DEVICE_TITLE = {"cpu": "CPU", "cuda": "CUDA"}

@@ -8,18 +8,18 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from conformance.core.resources import package_path
-from reports.bench_section import accuracy_section, comparison_section, throughput_section
-from reports.conformance_section import interop_section, matrix_section
-from reports.e2e_section import e2e_section
-from reports.environment import environment_section
-from reports.html import page
-from reports.load import ReportInputError, ReportInputs, load_inputs
-from reports.output import Output
-from reports.releases_section import ReleasesInputError, releases_section
-from reports.summary_section import summary_section
+from lmckv.conformance.core.resources import package_path
+from lmckv.reports.bench_section import accuracy_section, comparison_section, throughput_section
+from lmckv.reports.conformance_section import interop_section, matrix_section
+from lmckv.reports.e2e_section import e2e_section
+from lmckv.reports.environment import environment_section
+from lmckv.reports.html import page
+from lmckv.reports.load import ReportInputError, ReportInputs, load_inputs
+from lmckv.reports.output import Output
+from lmckv.reports.releases_section import ReleasesInputError, releases_section
+from lmckv.reports.summary_section import summary_section
 
-SPEC = package_path("reference_impl", "SPEC.md")
+SPEC = package_path("lmckv.reference_impl", "SPEC.md")
 TITLE = "lmckv report: KV-cache format conformance and benchmarks"
 
 

@@ -12,9 +12,9 @@ from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
-from bench.compare import compare_files, summary
-from conformance.core.schemas import SchemaError
-from reports.load import BenchRun
+from lmckv.bench.compare import compare_files, summary
+from lmckv.conformance.core.schemas import SchemaError
+from lmckv.reports.load import BenchRun
 
 GATED_IMPLS = ("reference",)
 # Worst first: the order rows are listed in.

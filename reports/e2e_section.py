@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from reports import figures
-from reports.bench_section import NO_BENCH, skip_reasons
-from reports.html import Section, details, figure, note, paragraph, table
-from reports.load import ReportInputs, scope_rank
-from reports.output import Output
+from lmckv.reports import figures
+from lmckv.reports.bench_section import NO_BENCH, skip_reasons
+from lmckv.reports.html import Section, details, figure, note, paragraph, table
+from lmckv.reports.load import ReportInputs, scope_rank
+from lmckv.reports.output import Output
 
 STATS = ("v_amax", "head_spread", "page_spread", "channel_spread")
 

@@ -26,7 +26,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from reports.load import SCALE_SCOPES, scope_rank
+from lmckv.reports.load import SCALE_SCOPES, scope_rank
 
 OP_ORDER = ["encode", "parse", "quantize", "decode_fp8", "decode_dequant"]
 LIMIT_OPS = frozenset({"copy", "crc32", "alloc"})

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from conformance.core.schemas import (
+from lmckv.conformance.core.schemas import (
     BENCH_SCHEMA_VERSION,
     RESULTS_VERSION,
     SchemaError,

@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from reports.html import Section, note, paragraph, table
-from reports.output import Output
+from lmckv.reports.html import Section, note, paragraph, table
+from lmckv.reports.output import Output
 
 SECTION_ID = "releases"
 TITLE = "LMCache releases"

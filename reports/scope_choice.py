@@ -33,9 +33,9 @@ from typing import TypeGuard
 import numpy as np
 import pandas as pd
 
-from bench.bootstrap import paired_difference
-from bench.families import REALISTIC, STRESS, family_role
-from reports.load import scope_rank
+from lmckv.bench.bootstrap import paired_difference
+from lmckv.bench.families import REALISTIC, STRESS, family_role
+from lmckv.reports.load import scope_rank
 
 MAX_ENCODE_COST = 0.25
 MAX_BYTES_OVERHEAD = 0.05

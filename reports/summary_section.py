@@ -7,12 +7,12 @@ from typing import Any
 
 import pandas as pd
 
-from reports.comparison import counts_text
-from reports.html import Section, details, note, paragraph, table
-from reports.load import ReportInputs
-from reports.output import Output
-from reports.scope_choice import MAX_ENCODE_COST, RULE_TEXT, ScopeChoice, choose_scope
-from reports.summary import (
+from lmckv.reports.comparison import counts_text
+from lmckv.reports.html import Section, details, note, paragraph, table
+from lmckv.reports.load import ReportInputs
+from lmckv.reports.output import Output
+from lmckv.reports.scope_choice import MAX_ENCODE_COST, RULE_TEXT, ScopeChoice, choose_scope
+from lmckv.reports.summary import (
     failures,
     headline_ratios,
     level_counts,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from conformance.core.blob_model import LENGTH_FIELDS, layout
-from reference_impl.kv_codec import AsymK16V8Codec, CodecHashes, ScaleScope
+from lmckv.conformance.core.blob_model import LENGTH_FIELDS, layout
+from lmckv.reference_impl.kv_codec import AsymK16V8Codec, CodecHashes, ScaleScope
 
 SCOPES = (ScaleScope.PER_TENSOR, ScaleScope.PER_LAYER_HEAD, ScaleScope.PER_PAGE_HEAD)
 DTYPES = (torch.float16, torch.bfloat16)

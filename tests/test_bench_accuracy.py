@@ -7,12 +7,12 @@ import math
 import pytest
 import torch
 
-from bench import realkv
-from bench.accuracy import codec_e4m3, evaluate, whatif
-from bench.data import KVSample, synthetic
-from bench.formats import E4M3, E5M2, INT8
-from bench.impls import load_impls
-from bench.metrics import attention_probs, attn_rel_err, v_error
+from lmckv.bench import realkv
+from lmckv.bench.accuracy import codec_e4m3, evaluate, whatif
+from lmckv.bench.data import KVSample, synthetic
+from lmckv.bench.formats import E4M3, E5M2, INT8
+from lmckv.bench.impls import load_impls
+from lmckv.bench.metrics import attention_probs, attn_rel_err, v_error
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from bench.cli import main
-from bench.compare import (
+from lmckv.bench.cli import main
+from lmckv.bench.compare import (
     EXIT_INCONCLUSIVE,
     EXIT_OK,
     EXIT_REGRESSION,
@@ -25,13 +25,13 @@ from bench.compare import (
     op_geomeans,
     relative_to_limit,
 )
-from bench.gate_check import judge_pair, measure
-from bench.impls import SLOWDOWN_ENV, parse_slowdown
-from bench.machine import machine_id
-from bench.results import SCOPES, ResultsWriter
-from bench.targets import check_targets
-from bench.throughput import Case, ThroughputPlan
-from bench.verdict import judge, shift_interval
+from lmckv.bench.gate_check import judge_pair, measure
+from lmckv.bench.impls import SLOWDOWN_ENV, parse_slowdown
+from lmckv.bench.machine import machine_id
+from lmckv.bench.results import SCOPES, ResultsWriter
+from lmckv.bench.targets import check_targets
+from lmckv.bench.throughput import Case, ThroughputPlan
+from lmckv.bench.verdict import judge, shift_interval
 
 
 def noisy(center: float, spread: float, n: int = 9, seed: int = 0) -> list[float]:

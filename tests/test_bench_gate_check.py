@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.compare import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
-from bench.gate_check import Outcome, measure, summarize
+from lmckv.bench.compare import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
+from lmckv.bench.gate_check import Outcome, measure, summarize
 
 
 def outcomes(codes: list[int], encode: float = 1.0) -> list[Outcome]:

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import torch
 
-from bench.cli import main
-from bench.cuda_limits import (
+from lmckv.bench.cli import main
+from lmckv.bench.cuda_limits import (
     CUDA_LIMIT,
     LAUNCH_BOUND_S,
     PINNED_OF,
@@ -23,12 +23,12 @@ from bench.cuda_limits import (
     peak_bandwidth,
     spec_peak,
 )
-from bench.gpu_check import correctness, d2d_check, pairs, summary_markdown
-from bench.impls import load_impls
-from bench.machine import machine_id, machine_record
-from bench.nvml import RowSampler, TorchDevice, gpu_record, nvml_uuid
-from bench.results import LIMIT_IMPLS, validate_record
-from bench.throughput import CUDA_OPS, rows
+from lmckv.bench.gpu_check import correctness, d2d_check, pairs, summary_markdown
+from lmckv.bench.impls import load_impls
+from lmckv.bench.machine import machine_id, machine_record
+from lmckv.bench.nvml import RowSampler, TorchDevice, gpu_record, nvml_uuid
+from lmckv.bench.results import LIMIT_IMPLS, validate_record
+from lmckv.bench.throughput import CUDA_OPS, rows
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from bench.accuracy import ACCURACY_SCOPES
-from bench.formats import FORMATS
-from bench.results import (
+from lmckv.bench.accuracy import ACCURACY_SCOPES
+from lmckv.bench.formats import FORMATS
+from lmckv.bench.results import (
     METRICS,
     SCOPES,
     ResultsWriter,
@@ -21,8 +21,8 @@ from bench.results import (
     results_name,
     validate_record,
 )
-from bench.runner import run_benchmarks
-from bench.throughput import CPU_OPS, Case, ThroughputPlan
+from lmckv.bench.runner import run_benchmarks
+from lmckv.bench.throughput import CPU_OPS, Case, ThroughputPlan
 
 TINY = ThroughputPlan(
     cpu_cases=(Case("tiny", layers=2, pages=2, heads=2, head_dim=16),),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.stats import gbps, quantile, summarize
-from bench.timing import Timed, calibrate, run_interleaved
+from lmckv.bench.stats import gbps, quantile, summarize
+from lmckv.bench.timing import Timed, calibrate, run_interleaved
 
 
 def test_summary_of_known_sample() -> None:

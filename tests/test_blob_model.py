@@ -10,10 +10,10 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance.core import blob_model as bm
-from conformance.core.digests import crc32
-from conformance.core.golden_vectors import golden_file, vectors
-from reference_impl import kv_codec as kc
+from lmckv.conformance.core import blob_model as bm
+from lmckv.conformance.core.digests import crc32
+from lmckv.conformance.core.golden_vectors import golden_file, vectors
+from lmckv.reference_impl import kv_codec as kc
 
 #: SPEC.md, "Dtype table" (id 1 is the legacy float16 alias).
 DTYPE_OF_ID = {

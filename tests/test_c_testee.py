@@ -14,16 +14,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from conformance.core import wire
-from conformance.core.error_names import CODEC_ERRORS, FAMILIES
-from conformance.core.golden_vectors import golden_file, vectors
-from conformance.core.operations import CAPABILITIES
-from conformance.core.testee_process import TesteeProcess
-from conformance.drivers.python_driver import PythonDriver, load_package
-from conformance.fuzz.decoders import TARGETS
-from conformance.fuzz.differential import answer_all, as_sent, compare
-from conformance.fuzz.mutate import Plan, expand
-from conformance.testees.c.build import (
+from lmckv.conformance.core import wire
+from lmckv.conformance.core.error_names import CODEC_ERRORS, FAMILIES
+from lmckv.conformance.core.golden_vectors import golden_file, vectors
+from lmckv.conformance.core.operations import CAPABILITIES
+from lmckv.conformance.core.testee_process import TesteeProcess
+from lmckv.conformance.drivers.python_driver import PythonDriver, load_package
+from lmckv.conformance.fuzz.decoders import TARGETS
+from lmckv.conformance.fuzz.differential import answer_all, as_sent, compare
+from lmckv.conformance.fuzz.mutate import Plan, expand
+from lmckv.conformance.testees.c.build import (
     STRICT_FLAGS,
     BuildError,
     build_testee,
@@ -50,7 +50,7 @@ def binary() -> Path:
 
 @pytest.fixture(scope="module")
 def reference() -> PythonDriver:
-    return load_package("reference_impl", name="reference")
+    return load_package("lmckv.reference_impl", name="reference")
 
 
 @pytest.fixture
@@ -76,7 +76,7 @@ def test_build_is_strict_and_cached(binary: Path) -> None:
 
 def _build_in(build_dir: str) -> int:
     """In a forked process: build into ``build_dir``; the binary's mtime."""
-    from conformance.testees.c import build
+    from lmckv.conformance.testees.c import build
 
     build.BUILD_DIR = Path(build_dir)
     return build.build_testee().stat().st_mtime_ns

@@ -7,14 +7,17 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reference_impl.protocol import (
+from lmckv.reference_impl.protocol import (
     CacheEngineKey,
     CacheKeyError,
     LayerCacheEngineKey,
     ProtocolError,
     parse_cache_key,
 )
-from reference_impl.protocol.cache_key import STR_DTYPE_TO_TORCH_DTYPE, TORCH_DTYPE_TO_STR_DTYPE
+from lmckv.reference_impl.protocol.cache_key import (
+    STR_DTYPE_TO_TORCH_DTYPE,
+    TORCH_DTYPE_TO_STR_DTYPE,
+)
 
 
 def test_string_form_of_plain_layer_and_tagged_keys() -> None:

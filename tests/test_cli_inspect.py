@@ -11,7 +11,7 @@ import pytest
 from kv_blobs import paged_blob
 
 from lmckv.cli import main
-from reference_impl.kv_codec import CodecHashes, ScaleScope
+from lmckv.reference_impl.kv_codec import CodecHashes, ScaleScope
 
 HEADER_KEYS = {
     "version", "scale_scope", "k_dtype", "v_dtype", "scale_dtype", "layer_id", "chunk_id",

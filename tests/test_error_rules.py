@@ -12,16 +12,16 @@ from typing import Any
 
 import pytest
 
-import reference_impl.keys as keys
-import reference_impl.kv_codec as kv_codec
-import reference_impl.protocol as protocol
-from conformance.core.golden_vectors import vectors
-from conformance.drivers.python_driver import PythonDriver
-from conformance.suite.codec_cases import encode_request, parse_request
-from conformance.suite.op_cases import _load
-from reference_impl.keys.errors import KeyFormatError
-from reference_impl.kv_codec.errors import CodecError
-from reference_impl.protocol.errors import ProtocolError
+import lmckv.reference_impl.keys as keys
+import lmckv.reference_impl.kv_codec as kv_codec
+import lmckv.reference_impl.protocol as protocol
+from lmckv.conformance.core.golden_vectors import vectors
+from lmckv.conformance.drivers.python_driver import PythonDriver
+from lmckv.conformance.suite.codec_cases import encode_request, parse_request
+from lmckv.conformance.suite.op_cases import _load
+from lmckv.reference_impl.keys.errors import KeyFormatError
+from lmckv.reference_impl.kv_codec.errors import CodecError
+from lmckv.reference_impl.protocol.errors import ProtocolError
 
 
 class _Recording(PythonDriver):

@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from conformance.drivers.python_driver import load_package
-from conformance.fuzz import mutate
-from conformance.fuzz.campaign import Campaign
-from conformance.fuzz.checks import Limits
-from conformance.fuzz.decoders import TARGETS, RoundTripError, Target
-from conformance.fuzz.differential import Differential
-from conformance.testees.c.build import build_testee, compiler
+from lmckv.conformance.drivers.python_driver import load_package
+from lmckv.conformance.fuzz import mutate
+from lmckv.conformance.fuzz.campaign import Campaign
+from lmckv.conformance.fuzz.checks import Limits
+from lmckv.conformance.fuzz.decoders import TARGETS, RoundTripError, Target
+from lmckv.conformance.fuzz.differential import Differential
+from lmckv.conformance.testees.c.build import build_testee, compiler
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -151,7 +151,7 @@ def test_detects_disagreement_crash_and_hang(tmp_path: Path) -> None:
     script = tmp_path / "fake_testee.py"
     script.write_text(FAKE_TESTEE)
     diff = Differential(
-        load_package("reference_impl", name="reference"),
+        load_package("lmckv.reference_impl", name="reference"),
         [sys.executable, str(script)],
         batch=8,
         timeout=2,
@@ -186,7 +186,7 @@ def test_cli_prints_one_line_per_target(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "conformance.fuzz",
+            "lmckv.conformance.fuzz",
             "--seconds",
             "20",
             "--runs",
@@ -214,7 +214,7 @@ def test_cli_prints_one_line_per_target(tmp_path: Path) -> None:
 def test_native_libfuzzer_campaign(tmp_path: Path) -> None:
     """Where clang is installed, the C decoders also run under libFuzzer (ASan+UBSan, the
     arena's cap and the writers' self-checks): a short campaign finds nothing."""
-    from conformance.fuzz import native
+    from lmckv.conformance.fuzz import native
 
     reason = native.available()
     if reason is not None:

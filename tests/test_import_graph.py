@@ -1,28 +1,37 @@
 """The first-party import graph: layers import downward only.
 
 Every import statement of the shipped packages counts, lazy ones inside functions too. A
-unit is a package or sub-package (``conformance.drivers``, ``reference_impl.kv_codec``,
-``bench``); an import from one unit into another is an edge. The graph of units must have
-no cycle: a cycle means two parts each need the other, which is how shared concepts end up
-living inside one consumer. The golden-vector generator is a leaf: outside it only its
-command-line entry point (``conformance.golden.cli``) may be imported. Tests may import
-anything they test.
+unit is a package or sub-package (``lmckv.conformance.drivers``,
+``lmckv.reference_impl.kv_codec``, ``lmckv.bench``); an import from one unit into another is
+an edge. The graph of units must have no cycle: a cycle means two parts each need the other,
+which is how shared concepts end up living inside one consumer. The command line (the
+``lmckv`` unit itself) is the top layer: nothing below imports it. The golden-vector
+generator is a leaf: outside it only its command-line entry point
+(``lmckv.conformance.golden.cli``) may be imported. Tests may import anything they test.
+
+Module names are the installed ones, read from pyproject.toml's package-dir mapping (each
+top-level folder of the repository installs as a sub-package of ``lmckv``).
 """
 
 from __future__ import annotations
 
 import ast
+import tomllib
 from collections import defaultdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("reference_impl", "conformance", "bench", "reports", "lmckv")
-GOLDEN = "conformance.golden"
-GOLDEN_ENTRY = "conformance.golden.cli"
+#: Installed package name -> its folder in the repository (pyproject.toml).
+PACKAGE_DIRS: dict[str, str] = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"][
+    "setuptools"
+]["package-dir"]
+TOP = "lmckv"
+GOLDEN = "lmckv.conformance.golden"
+GOLDEN_ENTRY = "lmckv.conformance.golden.cli"
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(REPO).with_suffix("").parts)
+def _module_name(package: str, folder: Path, path: Path) -> str:
+    parts = [package, *path.relative_to(folder).with_suffix("").parts]
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -30,10 +39,11 @@ def _module_name(path: Path) -> str:
 
 def _modules() -> dict[str, Path]:
     found = {}
-    for package in PACKAGES:
-        for path in sorted((REPO / package).rglob("*.py")):
+    for package, folder in PACKAGE_DIRS.items():
+        root = REPO / folder
+        for path in sorted(root.rglob("*.py")):
             if "build" not in path.relative_to(REPO).parts:
-                found[_module_name(path)] = path
+                found[_module_name(package, root, path)] = path
     return found
 
 
@@ -58,13 +68,13 @@ def imports_of(module: str) -> set[str]:
             base = package.split(".")[: len(package.split(".")) - node.level + 1]
             prefix = ".".join(base) if node.level else ""
             root = ".".join(p for p in (prefix, node.module or "") if p)
-            # ``from pkg import name`` imports pkg.name when that is a module.
-            targets = [root] + [
-                f"{root}.{a.name}" for a in node.names if f"{root}.{a.name}" in MODULES
-            ]
+            # ``from pkg import name`` imports pkg.name when that is a module (its parent
+            # package is imported on the way, as by every import, and is no edge of its own).
+            submodules = [f"{root}.{a.name}" for a in node.names if f"{root}.{a.name}" in MODULES]
+            targets = submodules or [root]
         else:
             continue
-        out |= {t for t in targets if t.split(".")[0] in PACKAGES}
+        out |= {t for t in targets if t.split(".")[0] == TOP}
     return out
 
 
@@ -109,10 +119,11 @@ def test_the_walk_sees_the_layers() -> None:
     """The walk itself works: known downward edges are found (a walk that finds nothing
     would pass the cycle test vacuously)."""
     graph = unit_graph()
-    assert "conformance.core" in graph["conformance.drivers"]
-    assert "conformance.drivers" in graph["conformance.golden"]
-    assert "conformance.core" in graph["bench"]
-    assert "bench" in graph["lmckv"]
+    assert "lmckv.conformance.core" in graph["lmckv.conformance.drivers"]
+    assert "lmckv.conformance.drivers" in graph["lmckv.conformance.golden"]
+    assert "lmckv.conformance.core" in graph["lmckv.bench"]
+    assert "lmckv.bench" in graph["lmckv"]
+    assert "lmckv.reference_impl.kv_codec" in graph["lmckv.conformance.golden"]
 
 
 def test_no_cycle_between_packages_or_subpackages() -> None:
@@ -129,9 +140,10 @@ def test_core_imports_nothing_else_of_the_suite() -> None:
     leaks = sorted(
         f"{module} imports {target}"
         for module in MODULES
-        if unit_of(module) == "conformance.core"
+        if unit_of(module) == "lmckv.conformance.core"
         for target in imports_of(module)
-        if target.startswith("conformance") and not target.startswith("conformance.core")
+        if target.startswith("lmckv.conformance")
+        and not target.startswith("lmckv.conformance.core")
     )
     assert not leaks, leaks
 
@@ -145,3 +157,15 @@ def test_the_golden_generator_is_imported_only_through_its_entry_point() -> None
         if target.startswith(GOLDEN + ".") and target != GOLDEN_ENTRY
     )
     assert not wrong, wrong
+
+
+def test_nothing_imports_the_command_line() -> None:
+    """The ``lmckv`` unit (the CLI) is the top layer: no package below imports it."""
+    upward = sorted(
+        f"{module} imports {target}"
+        for module in MODULES
+        if unit_of(module) != TOP
+        for target in imports_of(module)
+        if unit_of(target) == TOP
+    )
+    assert not upward, upward

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -89,16 +90,46 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def test_the_wheel_installs_one_top_level_name(wheel: Path) -> None:
+    """Installed code lives under ``lmckv`` only: the wheel's top_level.txt names it alone
+    and every file it installs (RECORD) is under ``lmckv/`` or its dist-info folder, so no
+    ``conformance``, ``bench`` or ``reports`` package can shadow a user's own."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        (top_level,) = [n for n in names if n.endswith(".dist-info/top_level.txt")]
+        assert archive.read(top_level).decode().split() == ["lmckv"]
+        (record,) = [n for n in names if n.endswith(".dist-info/RECORD")]
+        recorded = [line.split(",")[0] for line in archive.read(record).decode().splitlines()]
+    roots = {path.split("/")[0] for path in recorded}
+    assert roots == {"lmckv", top_level.split("/")[0]}, roots
+    assert "lmckv/conformance/suite/test_codec_read.py" in recorded
+    assert "lmckv/golden_blobs/v1/codec.json" in recorded
+
+
 def test_the_venv_sees_only_the_wheel(venv: Path, workdir: Path, clean_env: dict[str, str]) -> None:
     probe = (
-        "import conformance, golden_blobs, importlib.resources as r;"
-        "print(conformance.__file__);"
-        "print(sorted(p.name for p in r.files('golden_blobs').joinpath('v1').iterdir()"
+        "import lmckv.conformance as c, importlib.resources as r;"
+        "print(c.__file__);"
+        "print(sorted(p.name for p in r.files('lmckv.golden_blobs').joinpath('v1').iterdir()"
         " if p.name.endswith('.json')))"
     )
     text = _run([str(venv / "python"), "-c", probe], workdir, clean_env)
     assert "site-packages" in text and str(REPO) not in text
     assert "['codec.json', 'keys.json', 'protocol.json']" in text
+
+
+@pytest.mark.parametrize(
+    "name", ["conformance", "bench", "reports", "reference_impl", "golden_blobs"]
+)
+def test_no_generic_top_level_name(
+    venv: Path, workdir: Path, clean_env: dict[str, str], name: str
+) -> None:
+    """``import bench`` (and the other folder names) fails where only the wheel is installed."""
+    out = subprocess.run(
+        [str(venv / "python"), "-c", f"import {name}"],
+        cwd=workdir, env=clean_env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode != 0 and "ModuleNotFoundError" in out.stderr, out.stderr
 
 
 def test_lmckv_conformance_reference(venv: Path, workdir: Path, clean_env: dict[str, str]) -> None:
@@ -123,9 +154,9 @@ def test_lmckv_conformance_reference(venv: Path, workdir: Path, clean_env: dict[
 
 
 def test_pytest_pyargs(venv: Path, workdir: Path, clean_env: dict[str, str]) -> None:
-    """``pytest --pyargs conformance``: the pytest11 entry point supplies --impl."""
+    """``pytest --pyargs lmckv.conformance``: the pytest11 entry point supplies --impl."""
     text = _run(
-        [str(venv / "pytest"), "--pyargs", "conformance", "--impl", "reference", "-n", "2",
+        [str(venv / "pytest"), "--pyargs", "lmckv.conformance", "--impl", "reference", "-n", "2",
          "-q", "-p", "no:cacheprovider"],
         workdir,
         clean_env,
@@ -137,13 +168,13 @@ def test_golden_check_and_c_testee(venv: Path, workdir: Path, clean_env: dict[st
     """The packaged golden vectors match the generator; the C testee builds into the user
     cache, not into site-packages."""
     python = str(venv / "python")
-    _run([python, "-m", "conformance.golden", "--check"], workdir, clean_env)
+    _run([python, "-m", "lmckv.conformance.golden", "--check"], workdir, clean_env)
     if shutil.which(os.environ.get("CC", "cc")) is None:
         pytest.skip("no C compiler: the C testee build is not checked")
-    binary = Path(_run([python, "-m", "conformance.testees.c"], workdir, clean_env).strip())
+    binary = Path(_run([python, "-m", "lmckv.conformance.testees.c"], workdir, clean_env).strip())
     assert binary.is_relative_to(clean_env["XDG_CACHE_HOME"]), binary
     site = next((venv.parent / "lib").glob("python3*/site-packages"))
-    assert not (site / "conformance" / "testees" / "c" / "build").exists()
+    assert not (site / "lmckv" / "conformance" / "testees" / "c" / "build").exists()
 
 
 def test_exec_testee_in_the_callers_folder(

@@ -11,7 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reference_impl.keys import (
+from lmckv.reference_impl.keys import (
     DEFAULT_ATTN_WINDOW_DESC,
     AttnWindowDesc,
     DescriptorError,

@@ -7,7 +7,7 @@ import zlib
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reference_impl.kv_codec.checksum import payload_crc32
+from lmckv.reference_impl.kv_codec.checksum import payload_crc32
 
 
 @given(st.binary(max_size=4096), st.integers(0, 15))

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 import torch
 
-from conformance.core.blob_model import HASH_KEYS
-from conformance.core.dtype_names import dtype_from_name
-from conformance.core.golden_vectors import golden_file, vectors
-from conformance.core.tensor_bytes import tensor_from_bytes
-from conformance.suite.codec_cases import encode_request
-from reference_impl.kv_codec import AsymK16V8Codec, CodecHashes, ScaleScope
+from lmckv.conformance.core.blob_model import HASH_KEYS
+from lmckv.conformance.core.dtype_names import dtype_from_name
+from lmckv.conformance.core.golden_vectors import golden_file, vectors
+from lmckv.conformance.core.tensor_bytes import tensor_from_bytes
+from lmckv.conformance.suite.codec_cases import encode_request
+from lmckv.reference_impl.kv_codec import AsymK16V8Codec, CodecHashes, ScaleScope
 
 ENCODE_VECTORS = [v for v in vectors("codec") if "encode" in v and v["result"] == "valid"]
 META = ("layer_id", "chunk_id", "chunk_size", "page_size", "kv_head_count", "head_dim")

@@ -14,7 +14,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reference_impl.kv_codec import ScaleScope, quant_fast, quant_rules
+from lmckv.reference_impl.kv_codec import ScaleScope, quant_fast, quant_rules
 
 V_DTYPES = [torch.float16, torch.bfloat16, torch.float32]
 SCALE_DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]

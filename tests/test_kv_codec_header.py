@@ -13,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kv_blobs import paged_blob, read_lens, with_field, with_lens
 
-from conformance.core.blob_model import layout
-from reference_impl.kv_codec import (
+from lmckv.conformance.core.blob_model import layout
+from lmckv.reference_impl.kv_codec import (
     CODEC_MAGIC,
     AsymK16V8Codec,
     CodecError,
@@ -26,7 +26,7 @@ from reference_impl.kv_codec import (
     deserialize_header,
     serialize_header,
 )
-from reference_impl.kv_codec.header import check_consistency
+from lmckv.reference_impl.kv_codec.header import check_consistency
 
 CODEC = AsymK16V8Codec()
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 
-from reference_impl.kv_codec import (
+from lmckv.reference_impl.kv_codec import (
     AsymK16V8Codec,
     CodecHashes,
     CorruptEncodedKVError,
@@ -17,7 +17,7 @@ from reference_impl.kv_codec import (
     ScaleScope,
     header,
 )
-from reference_impl.kv_codec.memo import BoundedMemo
+from lmckv.reference_impl.kv_codec.memo import BoundedMemo
 
 
 def test_bounded_memo_drops_the_oldest_entry_past_its_limit() -> None:

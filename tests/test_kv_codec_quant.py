@@ -9,7 +9,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reference_impl.kv_codec import (
+from lmckv.reference_impl.kv_codec import (
     ScaleScope,
     UnsupportedConfigError,
     compute_v_scales,
@@ -17,7 +17,7 @@ from reference_impl.kv_codec import (
     quant_fast,
     quantize_v_fp8,
 )
-from reference_impl.kv_codec.quant_rules import group_scales
+from lmckv.reference_impl.kv_codec.quant_rules import group_scales
 
 QMAX = 448.0
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from kv_blobs import DTYPES, SCOPES, kv
 
-from reference_impl.kv_codec import (
+from lmckv.reference_impl.kv_codec import (
     AsymK16V8Codec,
     CodecHashes,
     CorruptEncodedKVError,

@@ -8,7 +8,7 @@ import pytest
 import torch
 from kv_blobs import DTYPES, SCOPES, kv
 
-from reference_impl.kv_codec import AsymK16V8Codec, CodecHashes, ScaleScope
+from lmckv.reference_impl.kv_codec import AsymK16V8Codec, CodecHashes, ScaleScope
 
 GEOMETRY = {"page_size": 16, "kv_head_count": 4, "head_dim": 32, "page_axis": 0}
 HASHES = {

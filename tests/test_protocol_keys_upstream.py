@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from upstream_required import upstream_missing
 
-from reference_impl import keys as rk
-from reference_impl import protocol as rp
-from reference_impl.protocol.remote_metadata import reset_remote_metadata_info
+from lmckv.reference_impl import keys as rk
+from lmckv.reference_impl import protocol as rp
+from lmckv.reference_impl.protocol.remote_metadata import reset_remote_metadata_info
 
 pytestmark = pytest.mark.upstream
 

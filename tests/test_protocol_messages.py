@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reference_impl.protocol import (
+from lmckv.reference_impl.protocol import (
     DTYPE_TO_INT,
     INT_TO_DTYPE,
     INT_TO_LOCATION,

@@ -11,7 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reference_impl.protocol import (
+from lmckv.reference_impl.protocol import (
     INT_TO_DTYPE,
     MemoryFormat,
     RemoteMetadata,
@@ -22,7 +22,7 @@ from reference_impl.protocol import (
     get_remote_metadata_bytes,
     init_remote_metadata_info,
 )
-from reference_impl.protocol.remote_metadata import reset_remote_metadata_info
+from lmckv.reference_impl.protocol.remote_metadata import reset_remote_metadata_info
 
 GROUP_SHAPES = [
     torch.Size([2, 32, 256, 1024]),

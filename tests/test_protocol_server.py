@@ -10,8 +10,8 @@ import struct
 import pytest
 import torch
 
-from reference_impl.protocol.memory_format import MemoryFormat
-from reference_impl.protocol.server import (
+from lmckv.reference_impl.protocol.memory_format import MemoryFormat
+from lmckv.reference_impl.protocol.server import (
     ENTRY_OVERHEAD,
     CacheServer,
     Entry,

@@ -16,16 +16,16 @@ import tracemalloc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reference_impl.protocol.commands import ServerReturnCode
-from reference_impl.protocol.framing import expected_length
-from reference_impl.protocol.server import (
+from lmckv.reference_impl.protocol.commands import ServerReturnCode
+from lmckv.reference_impl.protocol.framing import expected_length
+from lmckv.reference_impl.protocol.server import (
     ENTRY_OVERHEAD,
     ServerConfig,
     Store,
     handle_requests,
 )
-from reference_impl.protocol.server_message import ServerMetaMessage
-from reference_impl.protocol.shapes import strip_shape_padding
+from lmckv.reference_impl.protocol.server_message import ServerMetaMessage
+from lmckv.reference_impl.protocol.shapes import strip_shape_padding
 
 KEYS = [b"m@1@0@a@half", b"m@1@0@b@bfloat16", b"x/y@2@1@-f0@half@3", b"m@1@0@c@half@t%v"]
 HEADER = struct.Struct("<9i150s")

@@ -19,10 +19,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conformance.core import blob_model
-from conformance.core.golden_vectors import golden_file, vectors
-from conformance.oracle.float_bits import BFLOAT16, E4M3FN, FLOAT16, round_float32, to_float32
-from conformance.oracle.fp8_quant import (
+from lmckv.conformance.core import blob_model
+from lmckv.conformance.core.golden_vectors import golden_file, vectors
+from lmckv.conformance.oracle.float_bits import BFLOAT16, E4M3FN, FLOAT16, round_float32, to_float32
+from lmckv.conformance.oracle.fp8_quant import (
     OracleRefusal,
     Scope,
     clamp_fp8,
@@ -35,7 +35,7 @@ from conformance.oracle.fp8_quant import (
     stored_scales,
     widen,
 )
-from conformance.oracle.logical_shape import logical_shape
+from lmckv.conformance.oracle.logical_shape import logical_shape
 
 CODEC = vectors("codec")
 ENCODED = [v for v in CODEC if "encode" in v and v["result"] == "valid"]
@@ -250,7 +250,7 @@ def _quant_cases(draw: st.DrawFn) -> tuple[Any, ...]:
 def test_oracle_matches_reference(case: tuple[Any, ...], scale_dtype: str) -> None:
     """Random finite V in every scope and axis order: the oracle's scales, FP8 V and
     dequantized V equal the reference's."""
-    from reference_impl.kv_codec import AsymK16V8Codec, ScaleScope
+    from lmckv.reference_impl.kv_codec import AsymK16V8Codec, ScaleScope
 
     dtype, codes, shape, scope, head, page = case
     data = codes.astype("<u2").tobytes()
@@ -287,7 +287,7 @@ def test_reference_keeps_nan_sign(n: int, dtype: str, path: str) -> None:
     """Q-ROUND: NaN stays NaN keeping the sign bit, wherever it sits. torch's scalar
     float16 -> float32 cast (short tensors, tails) loses a negative NaN's sign; the
     reference must not."""
-    from reference_impl.kv_codec import ScaleScope, quant_fast, quant_rules
+    from lmckv.reference_impl.kv_codec import ScaleScope, quant_fast, quant_rules
 
     quantize_ref = {"quant_fast": quant_fast.quantize_v_fp8, "quant_rules": quant_rules.quantize}
     plus, minus = NAN_BITS[dtype]
@@ -307,7 +307,7 @@ def test_reference_keeps_nan_sign(n: int, dtype: str, path: str) -> None:
 def test_inf_over_inf_is_written_negative(path: str) -> None:
     """Q-NONFINITE: with an Inf in the group the scale is Inf, and Inf/Inf is written 0xFF
     for +Inf and -Inf alike (x86's default NaN, what the golden vectors hold)."""
-    from reference_impl.kv_codec import ScaleScope, quant_fast, quant_rules
+    from lmckv.reference_impl.kv_codec import ScaleScope, quant_fast, quant_rules
 
     quantize_ref = {"quant_fast": quant_fast.quantize_v_fp8, "quant_rules": quant_rules.quantize}
     v = torch.tensor([float("inf"), 1.0, float("-inf"), -2.0], dtype=torch.float16)

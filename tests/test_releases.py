@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-import reference_impl.keys
-import reference_impl.kv_codec
-import reference_impl.protocol
-from conformance.drivers.python_driver import PythonDriver
-from conformance.releases import cross, listed_versions
-from conformance.runner.known_failures import load, upstream_list_path
-from reports.output import Output
-from reports.releases_section import format_sentences, releases_section, rule_table
+import lmckv.reference_impl.keys
+import lmckv.reference_impl.kv_codec
+import lmckv.reference_impl.protocol
+from lmckv.conformance.drivers.python_driver import PythonDriver
+from lmckv.conformance.releases import cross, listed_versions
+from lmckv.conformance.runner.known_failures import load, upstream_list_path
+from lmckv.reports.output import Output
+from lmckv.reports.releases_section import format_sentences, releases_section, rule_table
 
 
 def _lists(tmp_path: Path, *versions: str) -> Path:
@@ -63,13 +63,13 @@ def test_the_committed_lists_cover_every_listed_release() -> None:
 
 def test_a_removed_api_is_an_undeclared_capability_named_in_the_skip() -> None:
     protocol = types.SimpleNamespace(
-        **{k: v for k, v in vars(reference_impl.protocol).items() if k != "ClientMetaMessage"}
+        **{k: v for k, v in vars(lmckv.reference_impl.protocol).items() if k != "ClientMetaMessage"}
     )
     driver = PythonDriver(
         "upstream",
-        reference_impl.kv_codec,
+        lmckv.reference_impl.kv_codec,
         protocol,
-        reference_impl.keys,
+        lmckv.reference_impl.keys,
         version="0.5.7rc2",
         label="lmcache 0.5.7rc2",
     )

@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.compare import compare_files
-from bench.machine import machine_id
-from reports.cli import main
+from lmckv.bench.compare import compare_files
+from lmckv.bench.machine import machine_id
+from lmckv.reports.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
 SECTIONS = [

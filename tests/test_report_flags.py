@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.results import LIMIT_IMPLS
-from reports.bench_section import flagged_rows
-from reports.figures import LIMIT_COLOR
+from lmckv.bench.results import LIMIT_IMPLS
+from lmckv.reports.bench_section import flagged_rows
+from lmckv.reports.figures import LIMIT_COLOR
 
 
 def test_every_limit_the_schema_names_has_a_colour() -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.results import read_records
-from reports.cli import main
-from reports.load import BenchRun, ConformanceRun, ReportInputError, load_inputs, load_results
+from lmckv.bench.results import read_records
+from lmckv.reports.cli import main
+from lmckv.reports.load import BenchRun, ConformanceRun, ReportInputError, load_inputs, load_results
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
 HEADER = {

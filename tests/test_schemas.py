@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from bench import results as bench_results
-from bench.results import ResultsWriter, load
-from conformance.core import schemas
-from conformance.core.schemas import SCHEMA_NAMES, SchemaError, validate
+from lmckv.bench import results as bench_results
+from lmckv.bench.results import ResultsWriter, load
+from lmckv.conformance.core import schemas
+from lmckv.conformance.core.schemas import SCHEMA_NAMES, SchemaError, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = sorted((ROOT / "golden_blobs" / "v1").glob("*.json"))
@@ -134,7 +134,7 @@ def test_manifest_is_closed(codec_manifest: dict[str, Any]) -> None:
 
 
 def test_manifest_builder_validates() -> None:
-    from conformance.golden.common import manifest
+    from lmckv.conformance.golden.common import manifest
 
     vector = {"id": "a", "rule": "KV-MAGIC", "result": "valid", "comment": "c", "flags": []}
     doc = manifest(
@@ -162,8 +162,8 @@ def test_results_fixture_validates(results_doc: dict[str, Any]) -> None:
 
 
 def test_freshly_written_results_file_validates(tmp_path: Path) -> None:
-    from conformance.drivers.base import ImplInfo
-    from conformance.runner.results_file import write_results
+    from lmckv.conformance.drivers.base import ImplInfo
+    from lmckv.conformance.runner.results_file import write_results
 
     record = {
         "id": "t::a",

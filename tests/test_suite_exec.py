@@ -6,14 +6,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from conformance.runner.subprocess_suite import run_suite
+from lmckv.conformance.runner.subprocess_suite import run_suite
 
 PY = sys.executable
 SELECTION = "kv-crc or proto-client-0 or key-kv-rank or key-fs-write or enc-per_page_head-f16-nhd"
 
 
 def test_python_testee_passes_like_the_reference() -> None:
-    run = run_suite([f"exec:{PY} -m conformance.testees.python_testee reference"], "-k", SELECTION)
+    run = run_suite(
+        [f"exec:{PY} -m lmckv.conformance.testees.python_testee reference"], "-k", SELECTION
+    )
     assert run.returncode == 0, run.output[-3000:]
     impls = run.results["impls"]
     assert [(i["name"], i["kind"]) for i in impls] == [("reference-exec", "exec")]
@@ -25,7 +27,7 @@ def test_python_testee_passes_like_the_reference() -> None:
 
 
 def test_undeclared_capabilities_are_skipped_with_a_reason() -> None:
-    spec = f"exec:{PY} -m conformance.testees.python_testee reference --only codec.parse"
+    spec = f"exec:{PY} -m lmckv.conformance.testees.python_testee reference --only codec.parse"
     run = run_suite([spec], "-k", "enc-per_tensor-f16-nhd-2x4x2x8")
     assert run.returncode == 0, run.output[-3000:]
     tests = run.results["tests"]

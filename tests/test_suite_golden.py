@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.core.rules import RULES
+from lmckv.conformance.core.rules import RULES
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "golden_blobs"
@@ -20,7 +20,7 @@ FORMATS = ("codec", "protocol", "keys")
 
 def _check(out: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "conformance.golden", "--check", "--out", str(out)],
+        [sys.executable, "-m", "lmckv.conformance.golden", "--check", "--out", str(out)],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from upstream_required import upstream_missing
 
-from conformance.runner.known_failures import KNOWN_FAILURES_DIR, load
-from conformance.runner.subprocess_suite import run_suite
+from lmckv.conformance.runner.known_failures import KNOWN_FAILURES_DIR, load
+from lmckv.conformance.runner.subprocess_suite import run_suite
 
 UPSTREAM_VERSION = "0.5.6"
 
@@ -86,7 +86,7 @@ def test_a_line_without_reason_is_an_error(tmp_path: Path) -> None:
 
 
 def test_wildcard_lines_and_the_implementations_a_line_names() -> None:
-    from conformance.runner.known_failures import matches, participants
+    from lmckv.conformance.runner.known_failures import matches, participants
 
     line = "test_matrix.py::test_matrix_payload[upstream-to-*-enc-x]"
     assert matches(line, "test_matrix.py::test_matrix_payload[upstream-to-c-asan-enc-x]")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.runner.subprocess_suite import SuiteRun, run_suite
+from lmckv.conformance.runner.subprocess_suite import SuiteRun, run_suite
 
 MUTANTS_DIR = Path(__file__).resolve().parent / "mutants"
 

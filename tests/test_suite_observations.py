@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 from upstream_required import upstream_missing
 
-from conformance.core.observations import join_reason, split_reason, stable_key
-from conformance.runner.known_failures import KNOWN_FAILURES_DIR, load
-from conformance.runner.subprocess_suite import run_suite
+from lmckv.conformance.core.observations import join_reason, split_reason, stable_key
+from lmckv.conformance.runner.known_failures import KNOWN_FAILURES_DIR, load
+from lmckv.conformance.runner.subprocess_suite import run_suite
 
 VICTIM = "test_protocol.py::test_protocol[upstream-proto-fmt-id-client-read-fmt-9]"
 NODE = "conformance/suite/" + VICTIM
 #: A pytest plugin that makes upstream's driver report another message for one failure.
 PATCH = """
-from conformance.drivers.python_driver import PythonDriver
+from lmckv.conformance.drivers.python_driver import PythonDriver
 
 _call = PythonDriver.call
 

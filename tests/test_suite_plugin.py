@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from types import SimpleNamespace
 
-from conformance.runner.impl_specs import load_driver
-from conformance.runner.plugin import OUTCOMES, ConformancePlugin
-from conformance.runner.subprocess_suite import run_suite
-from conformance.suite.matrix import matrix_cases, matrix_checks
+from lmckv.conformance.runner.impl_specs import load_driver
+from lmckv.conformance.runner.plugin import OUTCOMES, ConformancePlugin
+from lmckv.conformance.runner.subprocess_suite import run_suite
+from lmckv.conformance.suite.matrix import matrix_cases, matrix_checks
 
 SELECTION = "enc-per_tensor-f16-nhd-2x4x2x8 or key-kv-rank or proto-server-00"
 

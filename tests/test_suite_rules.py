@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from conformance.core.rules import MUST, RULES, SHOULD
-from conformance.drivers.in_process import load_in_process
+from lmckv.conformance.core.rules import MUST, RULES, SHOULD
+from lmckv.conformance.drivers.in_process import load_in_process
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = REPO / "reference_impl" / "SPEC.md"
@@ -53,7 +53,7 @@ def _suite_items() -> Iterator[tuple[str, dict[str, Any] | None]]:
     """(rule, vector or None) for every test of conformance/suite/test_*.py, read from
     the ``rule`` and ``parametrize`` marks pytest collects them by."""
     for path in sorted(SUITE.glob("test_*.py")):
-        module = importlib.import_module(f"conformance.suite.{path.stem}")
+        module = importlib.import_module(f"lmckv.conformance.suite.{path.stem}")
         for name, func in vars(module).items():
             if not name.startswith("test_"):
                 continue

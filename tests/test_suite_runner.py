@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance.drivers.base import DriverError
-from conformance.drivers.exec_driver import resolve_command
-from conformance.runner.subprocess_suite import REPO, run_suite
+from lmckv.conformance.drivers.base import DriverError
+from lmckv.conformance.drivers.exec_driver import resolve_command
+from lmckv.conformance.runner.subprocess_suite import REPO, run_suite
 
 PY = sys.executable
 HELLO = (
@@ -57,7 +57,7 @@ def test_exec_resolves_and_runs_in_the_callers_directory(tmp_path: Path) -> None
     script.write_text(
         f"#!{PY}\nimport os, sys\nsys.path.insert(0, {str(REPO)!r})\n"
         "open('cwd.txt', 'w').write(os.getcwd())\n"
-        "from conformance.testees.python_testee import main\nsys.exit(main(['reference']))\n"
+        "from lmckv.conformance.testees.python_testee import main\nsys.exit(main(['reference']))\n"
     )
     script.chmod(0o755)
     done = _lmckv(["--impl", "exec:./t.py", "-k", "key-kv-rank-single", "-q"], tmp_path)
@@ -232,7 +232,7 @@ def test_an_unexpected_pass_names_the_line_to_delete(tmp_path: Path) -> None:
 
 
 def test_transcript_records_every_exchange_and_replays(tmp_path: Path) -> None:
-    testee = f"exec:{PY} -m conformance.testees.python_testee reference"
+    testee = f"exec:{PY} -m lmckv.conformance.testees.python_testee reference"
     run = run_suite(
         [testee],
         "-k",
@@ -250,7 +250,7 @@ def test_transcript_records_every_exchange_and_replays(tmp_path: Path) -> None:
     assert {line["worker"] for line in lines} == {None}  # no pytest-xdist worker
     requests = "".join(json.dumps(line["request"]) + "\n" for line in lines)
     replay = subprocess.run(
-        [PY, "-m", "conformance.testees.python_testee", "reference"],
+        [PY, "-m", "lmckv.conformance.testees.python_testee", "reference"],
         input=requests,
         capture_output=True,
         text=True,

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance.drivers.base import DriverError
-from conformance.drivers.server_driver import load_server, require_loopback
-from conformance.runner.subprocess_suite import run_suite
+from lmckv.conformance.drivers.base import DriverError
+from lmckv.conformance.drivers.server_driver import load_server, require_loopback
+from lmckv.conformance.runner.subprocess_suite import run_suite
 
 
 def _port_free(port: int) -> bool:

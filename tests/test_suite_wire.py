@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance.core.operations import CAPABILITIES
-from conformance.core.wire import (
+from lmckv.conformance.core.operations import CAPABILITIES
+from lmckv.conformance.core.wire import (
     FIELD_TYPES,
     WireError,
     dumps_line,

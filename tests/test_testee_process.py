@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.core.testee_process import FailureKind, TesteeFailure, TesteeProcess
+from lmckv.conformance.core.testee_process import FailureKind, TesteeFailure, TesteeProcess
 
 #: Answers hello, then echoes each request's ``global_rank``; ``BEHAVIOUR`` is pasted into the
 #: loop and may act on the request number ``count`` (1 for the first after hello).

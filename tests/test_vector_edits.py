@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from conformance.core import blob_model as bl
-from conformance.core.digests import crc32
-from conformance.core.golden_vectors import golden_file, vectors
+from lmckv.conformance.core import blob_model as bl
+from lmckv.conformance.core.digests import crc32
+from lmckv.conformance.core.golden_vectors import golden_file, vectors
 
 CODEC = vectors("codec")
 BY_ID = {v["id"]: v for v in CODEC}

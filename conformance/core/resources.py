@@ -31,7 +31,7 @@ def package_path(package: str, *parts: str) -> Path:
 def golden_dir() -> Path:
     """The golden_blobs folder: ``$LMCKV_GOLDEN_DIR``, else the ``golden_blobs`` package."""
     override = os.environ.get("LMCKV_GOLDEN_DIR")
-    return Path(override) if override else package_path("golden_blobs")
+    return Path(override) if override else package_path("lmckv.golden_blobs")
 
 
 def is_writable_dir(path: Path) -> bool:
@@ -42,7 +42,7 @@ def is_writable_dir(path: Path) -> bool:
 def checkout_root() -> Path | None:
     """The source checkout this code runs from (the folder above the ``conformance`` package
     when it holds lmckv's pyproject.toml), or None for an installed wheel."""
-    root = package_path("conformance").parent
+    root = package_path("lmckv.conformance").parent
     pyproject = root / "pyproject.toml"
     try:
         text = pyproject.read_text(encoding="utf-8")

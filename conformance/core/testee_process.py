@@ -22,7 +22,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, NoReturn
 
-from conformance.core.wire import PROTOCOL_VERSION, WireError, dumps_line, loads_line
+from lmckv.conformance.core.wire import PROTOCOL_VERSION, WireError, dumps_line, loads_line
 
 #: How much of the stderr log a failure keeps (bytes, from the end).
 STDERR_TAIL = 4096

@@ -25,8 +25,8 @@ from typing import Any
 
 import torch
 
-from conformance.drivers.base import Driver, DriverError, ImplInfo
-from conformance.drivers.upstream_driver import _quiet_lmcache_logging
+from lmckv.conformance.drivers.base import Driver, DriverError, ImplInfo
+from lmckv.conformance.drivers.upstream_driver import _quiet_lmcache_logging
 
 CLIENT_KINDS = ("reference-client", "upstream-client")
 CALL_TIMEOUT = 3.0
@@ -80,7 +80,7 @@ def _guard(exc: BaseException) -> Exception:
 
 class _ReferenceSession(ClientSession):
     def __init__(self, host: str, port: int) -> None:
-        from reference_impl.protocol.client import CacheClient
+        from lmckv.reference_impl.protocol.client import CacheClient
 
         self.client = CacheClient(host, port, timeout=CALL_TIMEOUT)
 
@@ -98,7 +98,7 @@ class _ReferenceSession(ClientSession):
             raise _guard(exc) from exc
 
     def put(self, key: str, data: bytes, dtype: torch.dtype, shape: Sequence[int]) -> None:
-        from reference_impl.protocol.memory_format import MemoryFormat
+        from lmckv.reference_impl.protocol.memory_format import MemoryFormat
 
         try:
             self.client.put(key, data, MemoryFormat.KV_2LTD, dtype, shape)

@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.core.error_names import RAW_PREFIX
-from conformance.core.operations import CAPABILITIES
-from conformance.core.testee_process import FailureKind, TesteeFailure, TesteeProcess
-from conformance.core.wire import PROTOCOL_VERSION, WireError, to_wire
-from conformance.drivers.base import Driver, DriverError, ImplInfo
+from lmckv.conformance.core.error_names import RAW_PREFIX
+from lmckv.conformance.core.operations import CAPABILITIES
+from lmckv.conformance.core.testee_process import FailureKind, TesteeFailure, TesteeProcess
+from lmckv.conformance.core.wire import PROTOCOL_VERSION, WireError, to_wire
+from lmckv.conformance.drivers.base import Driver, DriverError, ImplInfo
 
 #: How much of the testee's stderr a failure quotes (bytes, from the end).
 STDERR_QUOTE = 600

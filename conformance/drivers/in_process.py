@@ -3,16 +3,16 @@ and ``python:PKG``."""
 
 from __future__ import annotations
 
-from conformance.drivers.python_driver import PythonDriver, load_package
+from lmckv.conformance.drivers.python_driver import PythonDriver, load_package
 
 
 def load_in_process(spec: str) -> PythonDriver | None:
     """The driver ``spec`` names, or None when it names no in-process implementation;
     ImportError when the implementation cannot be imported."""
     if spec == "reference":
-        return load_package("reference_impl", name="reference")
+        return load_package("lmckv.reference_impl", name="reference")
     if spec == "upstream":
-        from conformance.drivers.upstream_driver import load_upstream
+        from lmckv.conformance.drivers.upstream_driver import load_upstream
 
         return load_upstream()
     if spec.startswith("python:"):

@@ -21,12 +21,12 @@ from typing import Any
 
 import torch
 
-from conformance.core.blob_model import HASH_KEYS
-from conformance.core.dtype_names import DtypeNameError, dtype_from_name, dtype_name
-from conformance.core.error_names import RAW_PREFIX, op_family
-from conformance.core.operations import CAPABILITY_FLAGS, OPERATIONS
-from conformance.core.tensor_bytes import tensor_bytes, tensor_from_bytes
-from conformance.drivers.base import Driver, ImplInfo
+from lmckv.conformance.core.blob_model import HASH_KEYS
+from lmckv.conformance.core.dtype_names import DtypeNameError, dtype_from_name, dtype_name
+from lmckv.conformance.core.error_names import RAW_PREFIX, op_family
+from lmckv.conformance.core.operations import CAPABILITY_FLAGS, OPERATIONS
+from lmckv.conformance.core.tensor_bytes import tensor_bytes, tensor_from_bytes
+from lmckv.conformance.drivers.base import Driver, ImplInfo
 
 #: How the Python API names a CacheEngineKey tag in ``request_configs`` (upstream's
 #: convention, which the reference follows); the key string carries the name without it.

@@ -30,7 +30,7 @@ import tempfile
 import time
 from typing import IO, Any
 
-from conformance.drivers.base import Driver, DriverError, ImplInfo
+from lmckv.conformance.drivers.base import Driver, DriverError, ImplInfo
 
 SERVER_KINDS = ("reference-server", "upstream-server")
 #: Seconds a started server may take until it accepts a connection.

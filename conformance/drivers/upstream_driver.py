@@ -29,7 +29,7 @@ import sys
 import types
 import warnings
 
-from conformance.drivers.python_driver import PythonDriver
+from lmckv.conformance.drivers.python_driver import PythonDriver
 
 
 def _stub_awscrt() -> None:

@@ -1,7 +1,7 @@
-"""``python -m conformance.fuzz``: see :mod:`conformance.fuzz.cli`."""
+"""``python -m lmckv.conformance.fuzz``: see :mod:`lmckv.conformance.fuzz.cli`."""
 
 import sys
 
-from conformance.fuzz.cli import main
+from lmckv.conformance.fuzz.cli import main
 
 sys.exit(main())

@@ -7,11 +7,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conformance.drivers.python_driver import load_package
-from conformance.fuzz.checks import Checker, Limits
-from conformance.fuzz.decoders import Target
-from conformance.fuzz.differential import Differential
-from conformance.fuzz.findings import Failure, Findings
+from lmckv.conformance.drivers.python_driver import load_package
+from lmckv.conformance.fuzz.checks import Checker, Limits
+from lmckv.conformance.fuzz.decoders import Target
+from lmckv.conformance.fuzz.differential import Differential
+from lmckv.conformance.fuzz.findings import Failure, Findings
 
 
 class Campaign:
@@ -32,7 +32,7 @@ class Campaign:
         self.findings = Findings(findings_dir)
         self.differential = None
         if c_argv is not None:
-            reference = load_package("reference_impl", name="reference")
+            reference = load_package("lmckv.reference_impl", name="reference")
             self.differential = Differential(reference, c_argv, c_env)
         self.inputs = 0
         self.accepted = 0

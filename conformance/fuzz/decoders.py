@@ -17,12 +17,12 @@ from typing import Any
 
 import torch
 
-from conformance.core import blob_model
-from conformance.core.digests import crc32
-from conformance.fuzz import seeds
-from reference_impl import keys as rk
-from reference_impl import kv_codec as kc
-from reference_impl import protocol as rp
+from lmckv.conformance.core import blob_model
+from lmckv.conformance.core.digests import crc32
+from lmckv.conformance.fuzz import seeds
+from lmckv.reference_impl import keys as rk
+from lmckv.reference_impl import kv_codec as kc
+from lmckv.reference_impl import protocol as rp
 
 
 class RoundTripError(AssertionError):

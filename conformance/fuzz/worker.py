@@ -1,6 +1,6 @@
 """One fuzzing campaign: one target, one engine, in this process.
 
-``python -m conformance.fuzz.worker --target NAME --engine atheris|mutate --runs N
+``python -m lmckv.conformance.fuzz.worker --target NAME --engine atheris|mutate --runs N
 --seconds S --stats PATH [--c-binary PATH [--sanitized]] [--findings DIR]``
 
 Engines: ``atheris`` (coverage-guided, libFuzzer, over the reference instrumented for
@@ -22,14 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from conformance.fuzz.campaign import Campaign
+    from lmckv.conformance.fuzz.campaign import Campaign
 
 #: Imported under atheris' instrumentation when the engine is atheris (see main).
-INSTRUMENTED = ("reference_impl",)
+INSTRUMENTED = ("lmckv.reference_impl",)
 
 
 def _finish(campaign: Campaign, args: argparse.Namespace) -> None:
-    from conformance.fuzz.findings import dump
+    from lmckv.conformance.fuzz.findings import dump
 
     dump(Path(args.stats), {**campaign.finish(), "engine": args.engine})
 
@@ -83,7 +83,7 @@ def run_atheris(campaign: Campaign, args: argparse.Namespace) -> None:
 
 
 def run_mutate(campaign: Campaign, args: argparse.Namespace) -> None:
-    from conformance.fuzz.mutate import campaign as mutation_campaign
+    from lmckv.conformance.fuzz.mutate import campaign as mutation_campaign
 
     corpus = [s[: campaign.target.max_len] for s in campaign.target.seeds()]
     if args.corpus and Path(args.corpus).is_dir():
@@ -114,13 +114,13 @@ def main(argv: list[str] | None = None) -> int:
 
         atheris.enabled_hooks.add("str")
         with atheris.instrument_imports(include=list(INSTRUMENTED)):
-            import reference_impl.keys
-            import reference_impl.kv_codec
-            import reference_impl.protocol  # noqa: F401
-    from conformance.fuzz.campaign import Campaign
-    from conformance.fuzz.checks import Limits
-    from conformance.fuzz.decoders import TARGETS
-    from conformance.testees.c.build import sanitizer_env
+            import lmckv.reference_impl.keys
+            import lmckv.reference_impl.kv_codec
+            import lmckv.reference_impl.protocol  # noqa: F401
+    from lmckv.conformance.fuzz.campaign import Campaign
+    from lmckv.conformance.fuzz.checks import Limits
+    from lmckv.conformance.fuzz.decoders import TARGETS
+    from lmckv.conformance.testees.c.build import sanitizer_env
 
     campaign = Campaign(
         TARGETS[args.target],

@@ -1,7 +1,7 @@
-"""``python -m conformance.golden``: see :mod:`conformance.golden.cli`."""
+"""``python -m lmckv.conformance.golden``: see :mod:`lmckv.conformance.golden.cli`."""
 
 import sys
 
-from conformance.golden.cli import main
+from lmckv.conformance.golden.cli import main
 
 sys.exit(main())

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from conformance.core.resources import checkout_root, package_path
-from conformance.golden import codec_blobs, codec_encode, key_vectors, protocol_vectors
-from conformance.golden.codec_builder import NOTES as CODEC_NOTES
-from conformance.golden.codec_builder import CodecVectors, reference_driver
-from conformance.golden.common import FileSet, manifest
+from lmckv.conformance.core.resources import checkout_root, package_path
+from lmckv.conformance.golden import codec_blobs, codec_encode, key_vectors, protocol_vectors
+from lmckv.conformance.golden.codec_builder import NOTES as CODEC_NOTES
+from lmckv.conformance.golden.codec_builder import CodecVectors, reference_driver
+from lmckv.conformance.golden.common import FileSet, manifest
 
 
 def checkout_golden_dir() -> Path | None:
@@ -17,7 +17,7 @@ def checkout_golden_dir() -> Path | None:
     package, a real folder of the checkout), else None: an installed wheel has no
     checkout, and nothing writes into site-packages."""
     root = checkout_root()
-    folder = package_path("golden_blobs")
+    folder = package_path("lmckv.golden_blobs")
     return folder if root is not None and folder.parent == root else None
 
 

@@ -1,4 +1,4 @@
-"""``python -m conformance.golden [--check] [--out DIR]``.
+"""``python -m lmckv.conformance.golden [--check] [--out DIR]``.
 
 Without ``--check``: regenerate golden_blobs/v1 (files no longer produced are deleted).
 With ``--check``: regenerate in memory and exit 1 if any file differs from, is missing
@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from conformance.core.resources import golden_dir
-from conformance.golden.build import GOLDEN_DIR, build_all
+from lmckv.conformance.core.resources import golden_dir
+from lmckv.conformance.golden.build import GOLDEN_DIR, build_all
 
 
 def _committed(root: Path) -> dict[str, bytes]:

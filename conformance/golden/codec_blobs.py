@@ -2,7 +2,7 @@
 
 They start from a valid blob (``base``: PER_PAGE_HEAD, float16, [2, 4, 2, 8]; ``hashes``:
 the same with all six hash strings set) and change it through the independent header model
-in :mod:`conformance.core.blob_model`. Because the CRC covers the payload only, most
+in :mod:`lmckv.conformance.core.blob_model`. Because the CRC covers the payload only, most
 header edits keep a valid CRC: exactly the corruption a reader must catch by checking the
 redundant fields.
 """
@@ -15,9 +15,9 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from conformance.core import blob_model as bl
-from conformance.core.digests import crc32c
-from conformance.golden.codec_builder import (
+from lmckv.conformance.core import blob_model as bl
+from lmckv.conformance.core.digests import crc32c
+from lmckv.conformance.golden.codec_builder import (
     CORRUPT,
     INT64_MAX,
     INT64_MIN,

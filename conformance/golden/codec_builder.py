@@ -21,13 +21,13 @@ from typing import Any
 
 import torch
 
-from conformance.core import blob_model as bl
-from conformance.core.digests import sha256
-from conformance.core.dtype_names import dtype_from_name, dtype_name
-from conformance.core.tensor_bytes import tensor_bytes
-from conformance.drivers.python_driver import PythonDriver
-from conformance.golden.common import FileSet, GenerationError
-from reference_impl.kv_codec import ScaleScope, quant_rules
+from lmckv.conformance.core import blob_model as bl
+from lmckv.conformance.core.digests import sha256
+from lmckv.conformance.core.dtype_names import dtype_from_name, dtype_name
+from lmckv.conformance.core.tensor_bytes import tensor_bytes
+from lmckv.conformance.drivers.python_driver import PythonDriver
+from lmckv.conformance.golden.common import FileSet, GenerationError
+from lmckv.reference_impl.kv_codec import ScaleScope, quant_rules
 
 PER_TENSOR, PER_LAYER_HEAD, PER_PAGE_HEAD, EXTERNAL = 0, 1, 2, 3
 SCOPE_NAMES = {0: "per_tensor", 1: "per_layer_head", 2: "per_page_head", 3: "external"}
@@ -79,9 +79,9 @@ NOTES = {
 
 
 def reference_driver() -> PythonDriver:
-    import reference_impl.keys as keys
-    import reference_impl.kv_codec as kv_codec
-    import reference_impl.protocol as protocol
+    import lmckv.reference_impl.keys as keys
+    import lmckv.reference_impl.kv_codec as kv_codec
+    import lmckv.reference_impl.protocol as protocol
 
     return PythonDriver("reference", kv_codec, protocol, keys)
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
-from conformance.core.dtype_names import dtype_name
-from conformance.golden.codec_builder import (
+from lmckv.conformance.core.dtype_names import dtype_name
+from lmckv.conformance.golden.codec_builder import (
     EXTERNAL,
     INT64_MAX,
     LAYOUTS,
@@ -25,7 +25,7 @@ from conformance.golden.codec_builder import (
     EncodeSpec,
     Layout,
 )
-from conformance.golden.common import SplitMix64, bits_to_tensor, exact_values, random_tensor
+from lmckv.conformance.golden.common import SplitMix64, bits_to_tensor, exact_values, random_tensor
 
 
 def _kv(

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from conformance.core.schemas import validate
+from lmckv.conformance.core.schemas import validate
 
 MASK64 = (1 << 64) - 1
 

@@ -1,5 +1,5 @@
 import sys
 
-from conformance.releases.cross import main
+from lmckv.conformance.releases.cross import main
 
 sys.exit(main())

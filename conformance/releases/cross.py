@@ -1,4 +1,4 @@
-"""``python -m conformance.releases dump|read|summary ROOT``: the cross-release steps.
+"""``python -m lmckv.conformance.releases dump|read|summary ROOT``: the cross-release steps.
 
 ROOT holds one folder per release (``ROOT/<version>/``):
 
@@ -28,17 +28,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from conformance.core.digests import sha256
-from conformance.drivers.base import Driver
-from conformance.suite.codec_cases import encode_request
-from conformance.suite.matrix import matrix_cases
+from lmckv.conformance.core.digests import sha256
+from lmckv.conformance.drivers.base import Driver
+from lmckv.conformance.suite.codec_cases import encode_request
+from lmckv.conformance.suite.matrix import matrix_cases
 
 SCHEMA_VERSION = 1
 KIND = "lmckv-releases"
 
 
 def _upstream() -> Driver:
-    from conformance.drivers.upstream_driver import load_upstream
+    from lmckv.conformance.drivers.upstream_driver import load_upstream
 
     return load_upstream()
 
@@ -137,7 +137,9 @@ def problems(summary: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m conformance.releases", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m lmckv.conformance.releases", description=__doc__
+    )
     parser.add_argument("step", choices=["dump", "read", "summary"])
     parser.add_argument("root", type=Path, help="one folder per release")
     parser.add_argument(
@@ -151,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.step == "read":
         print(f"releases: read results in {read(root)}")
         return 0
-    from conformance.releases import listed_versions
+    from lmckv.conformance.releases import listed_versions
 
     versions = args.versions.split(",") if args.versions else listed_versions()
     summary = summarize(root, versions)

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import shlex
 
-from conformance.drivers.base import Driver, DriverError
-from conformance.drivers.exec_driver import ExecSettings
-from conformance.drivers.in_process import load_in_process
+from lmckv.conformance.drivers.base import Driver, DriverError
+from lmckv.conformance.drivers.exec_driver import ExecSettings
+from lmckv.conformance.drivers.in_process import load_in_process
 
 
 def load_driver(spec: str, settings: ExecSettings | None = None) -> Driver:
@@ -30,19 +30,19 @@ def load_driver(spec: str, settings: ExecSettings | None = None) -> Driver:
         if driver is not None:
             return driver
         if spec.endswith(("-server", "-client")) or spec.startswith(("server:", "server-at:")):
-            from conformance.drivers.client_driver import load_client
-            from conformance.drivers.server_driver import load_server
+            from lmckv.conformance.drivers.client_driver import load_client
+            from lmckv.conformance.drivers.server_driver import load_server
 
             socket_driver = load_server(spec) or load_client(spec)
             if socket_driver is not None:
                 return socket_driver
         if spec.startswith("exec:"):
-            from conformance.drivers.exec_driver import ExecDriver
+            from lmckv.conformance.drivers.exec_driver import ExecDriver
 
             return ExecDriver(spec.removeprefix("exec:"), settings, label=spec)
         if spec in ("c", "c-asan"):
-            from conformance.drivers.exec_driver import ExecDriver
-            from conformance.testees.c.build import BuildError, build_testee
+            from lmckv.conformance.drivers.exec_driver import ExecDriver
+            from lmckv.conformance.testees.c.build import BuildError, build_testee
 
             try:
                 binary = build_testee(sanitize=spec == "c-asan")

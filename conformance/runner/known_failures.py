@@ -28,12 +28,13 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from conformance.core.observations import join_reason, split_reason
-from conformance.core.resources import package_path
+from lmckv.conformance.core.observations import join_reason, split_reason
+from lmckv.conformance.core.resources import package_path
 
 #: Set LMCKV_KNOWN_FAILURES_DIR to read the lists from another directory (self-tests do).
 KNOWN_FAILURES_DIR = Path(
-    os.environ.get("LMCKV_KNOWN_FAILURES_DIR") or package_path("conformance", "known_failures")
+    os.environ.get("LMCKV_KNOWN_FAILURES_DIR")
+    or package_path("lmckv.conformance", "known_failures")
 )
 UPSTREAM_PREFIX = "upstream-"
 

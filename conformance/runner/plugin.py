@@ -22,20 +22,20 @@ from typing import Any
 
 import pytest
 
-from conformance.core import observations
-from conformance.core.observations import OBSERVED_CLOSE, OBSERVED_OPEN
-from conformance.core.resources import package_path
-from conformance.core.rules import RULES, SHOULD
-from conformance.drivers import Driver, DriverError
-from conformance.drivers.exec_driver import ExecSettings, Transcript
-from conformance.runner import known_failures as exp
-from conformance.runner.impl_specs import load_driver
-from conformance.runner.markdown_summary import write_markdown
-from conformance.runner.options import COMMAND, in_command, testee_timeout
-from conformance.runner.results_file import OUTCOMES, utc_now, write_results
-from conformance.runner.rule_groups import RuleGroup, group_failures, rule_tag, spec_link
-from conformance.runner.terminal_summary import write_summary
-from conformance.suite.matrix import matrix_cases, matrix_checks, matrix_pairs
+from lmckv.conformance.core import observations
+from lmckv.conformance.core.observations import OBSERVED_CLOSE, OBSERVED_OPEN
+from lmckv.conformance.core.resources import package_path
+from lmckv.conformance.core.rules import RULES, SHOULD
+from lmckv.conformance.drivers import Driver, DriverError
+from lmckv.conformance.drivers.exec_driver import ExecSettings, Transcript
+from lmckv.conformance.runner import known_failures as exp
+from lmckv.conformance.runner.impl_specs import load_driver
+from lmckv.conformance.runner.markdown_summary import write_markdown
+from lmckv.conformance.runner.options import COMMAND, in_command, testee_timeout
+from lmckv.conformance.runner.results_file import OUTCOMES, utc_now, write_results
+from lmckv.conformance.runner.rule_groups import RuleGroup, group_failures, rule_tag, spec_link
+from lmckv.conformance.runner.terminal_summary import write_summary
+from lmckv.conformance.suite.matrix import matrix_cases, matrix_checks, matrix_pairs
 
 PLUGIN_NAME = "lmckv-conformance"
 #: workerinput key: the controller's invocation directory, for resolving exec testees.
@@ -84,7 +84,7 @@ def display_path(path: Path | None) -> str | None:
     if path is None:
         return None
     try:
-        return path.resolve().relative_to(package_path("conformance").parent).as_posix()
+        return path.resolve().relative_to(package_path("lmckv.conformance").parent).as_posix()
     except ValueError:
         return str(path.resolve())
 

@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from conformance.core.resources import checkout_root
-from conformance.core.rules import RULES
-from conformance.core.schemas import RESULTS_VERSION, validate
-from conformance.drivers.base import ImplInfo
+from lmckv.conformance.core.resources import checkout_root
+from lmckv.conformance.core.rules import RULES
+from lmckv.conformance.core.schemas import RESULTS_VERSION, validate
+from lmckv.conformance.drivers.base import ImplInfo
 
 #: What one test of one implementation (or pair) can come to.
 OUTCOMES = ("pass", "fail", "known_failure", "unexpected_pass", "skip")

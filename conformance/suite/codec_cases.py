@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.core.blob_model import HASH_KEYS, Sections, cut_from_end
-from conformance.core.golden_vectors import golden_file, vectors
-from conformance.drivers.base import Driver
+from lmckv.conformance.core.blob_model import HASH_KEYS, Sections, cut_from_end
+from lmckv.conformance.core.golden_vectors import golden_file, vectors
+from lmckv.conformance.drivers.base import Driver
 
 ENCODE_FIELDS = (
     "dtype",

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from conformance.core.golden_vectors import vectors
-from conformance.drivers.base import Driver
-from conformance.suite.op_cases import run_vector
-from conformance.suite.params import params
+from lmckv.conformance.core.golden_vectors import vectors
+from lmckv.conformance.drivers.base import Driver
+from lmckv.conformance.suite.op_cases import run_vector
+from lmckv.conformance.suite.params import params
 
 
 @pytest.mark.parametrize("vector", params(vectors("keys")))

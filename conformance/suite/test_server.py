@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from conformance.drivers.server_driver import ServerDriver
-from conformance.suite.wire_client import (
+from lmckv.conformance.drivers.server_driver import ServerDriver
+from lmckv.conformance.suite.wire_client import (
     CLIENT_HEADER,
     DTYPE_SIZE,
     EXIST,

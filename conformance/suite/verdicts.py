@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 import torch
 
-from conformance.core import observations
-from conformance.core.error_names import is_raw, matches
-from conformance.drivers.base import Driver
+from lmckv.conformance.core import observations
+from lmckv.conformance.core.error_names import is_raw, matches
+from lmckv.conformance.drivers.base import Driver
 
 
 def require(impl: Driver, *capabilities: str) -> None:

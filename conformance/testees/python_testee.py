@@ -1,7 +1,7 @@
 """A TESTEE.md testee over any Python implementation, for checking the exec path itself.
 
-    python -m conformance.testees.python_testee reference
-    python -m conformance.testees.python_testee upstream --only codec.parse,codec.decode
+    python -m lmckv.conformance.testees.python_testee reference
+    python -m lmckv.conformance.testees.python_testee upstream --only codec.parse,codec.decode
 
 It answers hello with the name ``<impl>-exec`` and the implementation's capabilities
 (or only those given with ``--only``), then serves one JSON line per request until stdin
@@ -14,8 +14,8 @@ import argparse
 import sys
 from typing import Any
 
-from conformance.core.wire import PROTOCOL_VERSION, WireError, dumps_line, loads_line
-from conformance.drivers.in_process import load_in_process
+from lmckv.conformance.core.wire import PROTOCOL_VERSION, WireError, dumps_line, loads_line
+from lmckv.conformance.drivers.in_process import load_in_process
 
 
 def serve(spec: str, only: list[str] | None) -> int:

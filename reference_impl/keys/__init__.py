@@ -7,8 +7,8 @@ The public names and call signatures match upstream ``lmcache.v1.distributed.api
 :class:`KeyFormatError`, itself a ``ValueError``.
 """
 
-from reference_impl.keys.encoded import EncodedObjectKey
-from reference_impl.keys.errors import (
+from lmckv.reference_impl.keys.encoded import EncodedObjectKey
+from lmckv.reference_impl.keys.errors import (
     DescriptorError,
     KeyFormatError,
     KVRankFieldError,
@@ -16,18 +16,18 @@ from reference_impl.keys.errors import (
     ObjectKeyInvariantError,
     UnrepresentableObjectKeyError,
 )
-from reference_impl.keys.fs_form import (
+from lmckv.reference_impl.keys.fs_form import (
     filename_to_object_key,
     object_key_to_filename,
     parse_object_key_filename,
 )
-from reference_impl.keys.ipc import ipc_key_to_object_keys
-from reference_impl.keys.layout import MemoryLayoutDesc
-from reference_impl.keys.listing import KeyEntry, KeyListPage
-from reference_impl.keys.object_key import ObjectKey
-from reference_impl.keys.prefetch import PrefetchHandle, PrefetchMode, TrimPolicy
-from reference_impl.keys.string_form import object_key_to_string, string_to_object_key
-from reference_impl.keys.windows import DEFAULT_ATTN_WINDOW_DESC, AttnWindowDesc
+from lmckv.reference_impl.keys.ipc import ipc_key_to_object_keys
+from lmckv.reference_impl.keys.layout import MemoryLayoutDesc
+from lmckv.reference_impl.keys.listing import KeyEntry, KeyListPage
+from lmckv.reference_impl.keys.object_key import ObjectKey
+from lmckv.reference_impl.keys.prefetch import PrefetchHandle, PrefetchMode, TrimPolicy
+from lmckv.reference_impl.keys.string_form import object_key_to_string, string_to_object_key
+from lmckv.reference_impl.keys.windows import DEFAULT_ATTN_WINDOW_DESC, AttnWindowDesc
 
 __all__ = [
     "DEFAULT_ATTN_WINDOW_DESC",

@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from reference_impl.keys.errors import MalformedObjectKeyStringError
-from reference_impl.keys.hex_fields import read_chunk_hash
-from reference_impl.keys.object_key import ObjectKey
+from lmckv.reference_impl.keys.errors import MalformedObjectKeyStringError
+from lmckv.reference_impl.keys.hex_fields import read_chunk_hash
+from lmckv.reference_impl.keys.object_key import ObjectKey
 
 _REQUIRED_FIELDS = ("chunk_hash_hex", "model_name", "kv_rank")
 _OPTIONAL_FIELDS = {"object_group_id": 0, "cache_salt": ""}

@@ -6,18 +6,18 @@ KEY-FS-FORM, KEY-FS-SEP-ALIAS, KEY-FS-NAME-MAX)::
 
 from __future__ import annotations
 
-from reference_impl.keys.errors import (
+from lmckv.reference_impl.keys.errors import (
     KeyFormatError,
     MalformedObjectKeyStringError,
     UnrepresentableObjectKeyError,
 )
-from reference_impl.keys.hex_fields import (
+from lmckv.reference_impl.keys.hex_fields import (
     read_chunk_hash,
     read_group_id,
     read_kv_rank,
     split_fields,
 )
-from reference_impl.keys.object_key import ObjectKey
+from lmckv.reference_impl.keys.object_key import ObjectKey
 
 FILE_EXT = ".data"
 SLASH_ESCAPE = "-SEP-"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from reference_impl.keys.errors import DescriptorError
+from lmckv.reference_impl.keys.errors import DescriptorError
 
 
 @dataclass(frozen=True)

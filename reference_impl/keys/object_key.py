@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from reference_impl.keys.errors import ObjectKeyInvariantError
-from reference_impl.keys.kv_rank import KV_RANK_MAX, compute_kv_rank
+from lmckv.reference_impl.keys.errors import ObjectKeyInvariantError
+from lmckv.reference_impl.keys.kv_rank import KV_RANK_MAX, compute_kv_rank
 
 if TYPE_CHECKING:
-    from reference_impl.keys.encoded import EncodedObjectKey
+    from lmckv.reference_impl.keys.encoded import EncodedObjectKey
 
 MODEL_FORBIDDEN_CHARS = frozenset("@\x00")
 """``@`` separates serialized fields; NUL ends C strings in the native connector."""
@@ -95,7 +95,7 @@ class ObjectKey:
 
     def to_encoded_object_key(self) -> EncodedObjectKey:
         """The JSON-safe projection: chunk_hash as lowercase hex, other fields verbatim."""
-        from reference_impl.keys.encoded import EncodedObjectKey
+        from lmckv.reference_impl.keys.encoded import EncodedObjectKey
 
         return EncodedObjectKey(
             chunk_hash_hex=self.chunk_hash.hex(),

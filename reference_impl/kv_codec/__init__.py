@@ -1,13 +1,13 @@
 """The encoded-KV blob v1 and its AsymK16V8 codec; the names of ``lmcache.v1.kv_codec``."""
 
-from reference_impl.kv_codec.codec import AsymK16V8Codec
-from reference_impl.kv_codec.errors import (
+from lmckv.reference_impl.kv_codec.codec import AsymK16V8Codec
+from lmckv.reference_impl.kv_codec.errors import (
     CodecError,
     CodecMismatchError,
     CorruptEncodedKVError,
     UnsupportedConfigError,
 )
-from reference_impl.kv_codec.header import (
+from lmckv.reference_impl.kv_codec.header import (
     CODEC_MAGIC,
     CodecHashes,
     CodecVersion,
@@ -16,7 +16,11 @@ from reference_impl.kv_codec.header import (
     deserialize_header,
     serialize_header,
 )
-from reference_impl.kv_codec.quant_fast import compute_v_scales, dequantize_v_fp8, quantize_v_fp8
+from lmckv.reference_impl.kv_codec.quant_fast import (
+    compute_v_scales,
+    dequantize_v_fp8,
+    quantize_v_fp8,
+)
 
 __all__ = [
     "CODEC_MAGIC",

@@ -13,13 +13,13 @@ import warnings
 
 import torch
 
-from reference_impl.kv_codec.checksum import payload_crc32
-from reference_impl.kv_codec.errors import (
+from lmckv.reference_impl.kv_codec.checksum import payload_crc32
+from lmckv.reference_impl.kv_codec.errors import (
     CodecMismatchError,
     CorruptEncodedKVError,
     UnsupportedConfigError,
 )
-from reference_impl.kv_codec.header import (
+from lmckv.reference_impl.kv_codec.header import (
     HASH_FIELDS,
     K_DTYPES,
     SCALE_DTYPES,
@@ -31,8 +31,8 @@ from reference_impl.kv_codec.header import (
     pack_header_fields,
     serialize_header,
 )
-from reference_impl.kv_codec.layout import LogicalShape, explicit_shape, logical_shape
-from reference_impl.kv_codec.quant_fast import (
+from lmckv.reference_impl.kv_codec.layout import LogicalShape, explicit_shape, logical_shape
+from lmckv.reference_impl.kv_codec.quant_fast import (
     compute_v_scales,
     dequantize_v_fp8,
     quantize_v_fp8,

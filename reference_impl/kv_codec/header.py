@@ -34,10 +34,10 @@ from typing import Any
 
 import torch
 
-from reference_impl.dtypes import DTYPE_TO_INT, INT_TO_DTYPE
-from reference_impl.kv_codec.checksum import payload_crc32
-from reference_impl.kv_codec.errors import CorruptEncodedKVError, UnsupportedConfigError
-from reference_impl.kv_codec.memo import BoundedMemo
+from lmckv.reference_impl.dtypes import DTYPE_TO_INT, INT_TO_DTYPE
+from lmckv.reference_impl.kv_codec.checksum import payload_crc32
+from lmckv.reference_impl.kv_codec.errors import CorruptEncodedKVError, UnsupportedConfigError
+from lmckv.reference_impl.kv_codec.memo import BoundedMemo
 
 #: KV-MAGIC: "LMCKV" then the version triplet 1.0.1.
 CODEC_MAGIC: bytes = b"LMCKV\x01\x00\x01"

@@ -6,10 +6,10 @@ from typing import Any
 
 import torch
 
-from reference_impl.dtypes import dtype_name
-from reference_impl.kv_codec import AsymK16V8Codec, CodecError, EncodedKV, ScaleScope
-from reference_impl.kv_codec.header import HASH_FIELDS
-from reference_impl.kv_codec.layout import logical_shape
+from lmckv.reference_impl.dtypes import dtype_name
+from lmckv.reference_impl.kv_codec import AsymK16V8Codec, CodecError, EncodedKV, ScaleScope
+from lmckv.reference_impl.kv_codec.header import HASH_FIELDS
+from lmckv.reference_impl.kv_codec.layout import logical_shape
 
 
 def header_record(enc: EncodedKV) -> dict[str, Any]:

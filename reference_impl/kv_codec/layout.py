@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from reference_impl.kv_codec.errors import UnsupportedConfigError
-from reference_impl.kv_codec.header import EncodedKV, ScaleScope
+from lmckv.reference_impl.kv_codec.errors import UnsupportedConfigError
+from lmckv.reference_impl.kv_codec.header import EncodedKV, ScaleScope
 
 LAYOUTS = ("NHD", "HND")
 

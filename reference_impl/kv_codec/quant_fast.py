@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from reference_impl.kv_codec.errors import UnsupportedConfigError
-from reference_impl.kv_codec.header import ScaleScope
-from reference_impl.kv_codec.quant_rules import (
+from lmckv.reference_impl.kv_codec.errors import UnsupportedConfigError
+from lmckv.reference_impl.kv_codec.header import ScaleScope
+from lmckv.reference_impl.kv_codec.quant_rules import (
     FP8_DTYPES,
     ZERO_SCALE_SENTINEL,
     fp8_max,

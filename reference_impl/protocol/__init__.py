@@ -6,15 +6,15 @@ differences are explicit little-endian byte order and typed errors (all subclass
 :class:`ProtocolError`, itself a ``ValueError``) for every malformed input.
 """
 
-from reference_impl.dtypes import DTYPE_TO_INT, INT_TO_DTYPE
-from reference_impl.protocol.cache_key import (
+from lmckv.reference_impl.dtypes import DTYPE_TO_INT, INT_TO_DTYPE
+from lmckv.reference_impl.protocol.cache_key import (
     CacheEngineKey,
     LayerCacheEngineKey,
     parse_cache_key,
 )
-from reference_impl.protocol.client_message import ClientMetaMessage
-from reference_impl.protocol.commands import ClientCommand, ServerReturnCode
-from reference_impl.protocol.errors import (
+from lmckv.reference_impl.protocol.client_message import ClientMetaMessage
+from lmckv.reference_impl.protocol.commands import ClientCommand, ServerReturnCode
+from lmckv.reference_impl.protocol.errors import (
     CacheKeyError,
     KeyTooLongError,
     MalformedMessageError,
@@ -24,16 +24,16 @@ from reference_impl.protocol.errors import (
     UnencodableMessageError,
     UnknownIdError,
 )
-from reference_impl.protocol.key_field import MAX_KEY_LENGTH
-from reference_impl.protocol.locations import INT_TO_LOCATION, LOCATION_TO_INT
-from reference_impl.protocol.memory_format import MemoryFormat
-from reference_impl.protocol.remote_metadata import (
+from lmckv.reference_impl.protocol.key_field import MAX_KEY_LENGTH
+from lmckv.reference_impl.protocol.locations import INT_TO_LOCATION, LOCATION_TO_INT
+from lmckv.reference_impl.protocol.memory_format import MemoryFormat
+from lmckv.reference_impl.protocol.remote_metadata import (
     RemoteMetadata,
     get_remote_metadata_bytes,
     init_remote_metadata_info,
 )
-from reference_impl.protocol.server_message import ServerMetaMessage
-from reference_impl.protocol.shapes import pad_shape_to_4d, strip_shape_padding
+from lmckv.reference_impl.protocol.server_message import ServerMetaMessage
+from lmckv.reference_impl.protocol.shapes import pad_shape_to_4d, strip_shape_padding
 
 __all__ = [
     "DTYPE_TO_INT",

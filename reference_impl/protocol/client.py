@@ -16,13 +16,17 @@ from typing import NoReturn
 
 import torch
 
-from reference_impl.protocol.cache_key import CacheEngineKey, LayerCacheEngineKey, parse_cache_key
-from reference_impl.protocol.client_message import ClientMetaMessage
-from reference_impl.protocol.commands import ClientCommand, ServerReturnCode
-from reference_impl.protocol.errors import ProtocolError
-from reference_impl.protocol.framing import CONTROL_KEY, MAX_WIRE_LENGTH, expected_length
-from reference_impl.protocol.memory_format import MemoryFormat
-from reference_impl.protocol.server_message import SERVER_META_STRUCT, ServerMetaMessage
+from lmckv.reference_impl.protocol.cache_key import (
+    CacheEngineKey,
+    LayerCacheEngineKey,
+    parse_cache_key,
+)
+from lmckv.reference_impl.protocol.client_message import ClientMetaMessage
+from lmckv.reference_impl.protocol.commands import ClientCommand, ServerReturnCode
+from lmckv.reference_impl.protocol.errors import ProtocolError
+from lmckv.reference_impl.protocol.framing import CONTROL_KEY, MAX_WIRE_LENGTH, expected_length
+from lmckv.reference_impl.protocol.memory_format import MemoryFormat
+from lmckv.reference_impl.protocol.server_message import SERVER_META_STRUCT, ServerMetaMessage
 
 #: Payload bytes received per read call at most.
 READ_PIECE = 1 << 20

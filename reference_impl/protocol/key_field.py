@@ -3,8 +3,12 @@ PROTO-KEY-FIELD)."""
 
 from __future__ import annotations
 
-from reference_impl.protocol.cache_key import CacheEngineKey, LayerCacheEngineKey, parse_cache_key
-from reference_impl.protocol.errors import (
+from lmckv.reference_impl.protocol.cache_key import (
+    CacheEngineKey,
+    LayerCacheEngineKey,
+    parse_cache_key,
+)
+from lmckv.reference_impl.protocol.errors import (
     KeyTooLongError,
     MalformedMessageError,
     UnencodableMessageError,

@@ -19,16 +19,16 @@ from dataclasses import dataclass
 
 import torch
 
-from reference_impl.protocol.buffers import byte_view
-from reference_impl.protocol.dtype_ids import dtype_from_id, dtype_to_id
-from reference_impl.protocol.errors import RemoteMetadataError
-from reference_impl.protocol.int32 import require_int32
-from reference_impl.protocol.memory_format import (
+from lmckv.reference_impl.protocol.buffers import byte_view
+from lmckv.reference_impl.protocol.dtype_ids import dtype_from_id, dtype_to_id
+from lmckv.reference_impl.protocol.errors import RemoteMetadataError
+from lmckv.reference_impl.protocol.int32 import require_int32
+from lmckv.reference_impl.protocol.memory_format import (
     MemoryFormat,
     memory_format_from_id,
     memory_format_to_id,
 )
-from reference_impl.protocol.shapes import pad_shape_to_4d, strip_shape_padding
+from lmckv.reference_impl.protocol.shapes import pad_shape_to_4d, strip_shape_padding
 
 REMOTE_METADATA_HEADER_BYTES = 8
 """``length`` and ``fmt``."""

@@ -26,12 +26,12 @@ from typing import Protocol
 
 import torch
 
-from reference_impl.protocol.client_message import CLIENT_META_STRUCT, ClientMetaMessage
-from reference_impl.protocol.commands import ClientCommand, ServerReturnCode
-from reference_impl.protocol.errors import ProtocolError
-from reference_impl.protocol.framing import MAX_WIRE_LENGTH, empty_reply, expected_length
-from reference_impl.protocol.memory_format import MemoryFormat
-from reference_impl.protocol.server_message import ServerMetaMessage
+from lmckv.reference_impl.protocol.client_message import CLIENT_META_STRUCT, ClientMetaMessage
+from lmckv.reference_impl.protocol.commands import ClientCommand, ServerReturnCode
+from lmckv.reference_impl.protocol.errors import ProtocolError
+from lmckv.reference_impl.protocol.framing import MAX_WIRE_LENGTH, empty_reply, expected_length
+from lmckv.reference_impl.protocol.memory_format import MemoryFormat
+from lmckv.reference_impl.protocol.server_message import ServerMetaMessage
 
 #: The most payload bytes read (and held beyond those already received) at once.
 READ_PIECE = 256 * 1024

@@ -9,10 +9,10 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from reference_impl import kv_codec as _ref
-from reference_impl.kv_codec import codec as _codec
-from reference_impl.kv_codec import header as _header
-from reference_impl.kv_codec.header import EncodedKV
+from lmckv.reference_impl import kv_codec as _ref
+from lmckv.reference_impl.kv_codec import codec as _codec
+from lmckv.reference_impl.kv_codec import header as _header
+from lmckv.reference_impl.kv_codec.header import EncodedKV
 
 #: The reference's field checks, which a mutant's check calls for what it does not skip.
 reference_check = _header._check_fields

@@ -2,6 +2,6 @@
 
 Written from reference_impl/SPEC.md alone, in C99, and driven by the suite through the
 JSON-lines protocol of conformance/TESTEE.md. ``conformance.testees.c.build.build_testee``
-compiles it with the system ``cc``; ``python -m conformance.testees.c [--sanitize]`` prints
+compiles it with the system ``cc``; ``python -m lmckv.conformance.testees.c [--sanitize]`` prints
 the path of the binary.
 """

@@ -1,7 +1,7 @@
-"""``python -m conformance.testees.c [--sanitize]``: build the testee, print its path."""
+"""``python -m lmckv.conformance.testees.c [--sanitize]``: build the testee, print its path."""
 
 import sys
 
-from conformance.testees.c.build import main
+from lmckv.conformance.testees.c.build import main
 
 sys.exit(main())

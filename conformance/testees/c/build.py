@@ -10,7 +10,7 @@ written to a temporary name and renamed into place, so parallel test workers nev
 half-written binary, and one build runs at a time under a lock on the build folder, so workers
 that all find the binary missing build it once.
 
-Command line: ``python -m conformance.testees.c [--sanitize]`` prints the binary's path.
+Command line: ``python -m lmckv.conformance.testees.c [--sanitize]`` prints the binary's path.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from conformance.core.resources import cache_dir, checkout_root, is_writable_dir, package_path
+from lmckv.conformance.core.resources import cache_dir, checkout_root, is_writable_dir, package_path
 
 #: The C sources (package data of ``conformance.testees.c``).
-SOURCE_DIR = package_path("conformance.testees.c")
+SOURCE_DIR = package_path("lmckv.conformance.testees.c")
 
 
 def _build_dir() -> Path:

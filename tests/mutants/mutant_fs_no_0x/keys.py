@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from reference_impl import keys as _ref
-from reference_impl.keys import *  # noqa: F403
-from reference_impl.keys import __all__  # noqa: F401
+from lmckv.reference_impl import keys as _ref
+from lmckv.reference_impl.keys import *  # noqa: F403
+from lmckv.reference_impl.keys import __all__  # noqa: F401
 
 
 def object_key_to_filename(key: Any) -> str:

@@ -1,4 +1,4 @@
 """Unchanged: the reference codec module."""
 
-from reference_impl.kv_codec import *  # noqa: F403
-from reference_impl.kv_codec import __all__  # noqa: F401
+from lmckv.reference_impl.kv_codec import *  # noqa: F403
+from lmckv.reference_impl.kv_codec import __all__  # noqa: F401

@@ -1,4 +1,4 @@
 """Unchanged: the reference keys module."""
 
-from reference_impl.keys import *  # noqa: F403
-from reference_impl.keys import __all__  # noqa: F401
+from lmckv.reference_impl.keys import *  # noqa: F403
+from lmckv.reference_impl.keys import __all__  # noqa: F401

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from mutant_reader import codec_with_check, reference_check
 
-from reference_impl.kv_codec import *  # noqa: F403
-from reference_impl.kv_codec import __all__  # noqa: F401
-from reference_impl.kv_codec.header import EncodedKV
+from lmckv.reference_impl.kv_codec import *  # noqa: F403
+from lmckv.reference_impl.kv_codec import __all__  # noqa: F401
+from lmckv.reference_impl.kv_codec.header import EncodedKV
 
 
 def _mutant_check(enc: EncodedKV) -> None:

@@ -1,4 +1,4 @@
 """Unchanged: the reference protocol module."""
 
-from reference_impl.protocol import *  # noqa: F403
-from reference_impl.protocol import __all__  # noqa: F401
+from lmckv.reference_impl.protocol import *  # noqa: F403
+from lmckv.reference_impl.protocol import __all__  # noqa: F401

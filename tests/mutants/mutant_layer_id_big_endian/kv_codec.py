@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.core.blob_model import layout
-from reference_impl import kv_codec as _ref
-from reference_impl.kv_codec import *  # noqa: F403
-from reference_impl.kv_codec import __all__  # noqa: F401
+from lmckv.conformance.core.blob_model import layout
+from lmckv.reference_impl import kv_codec as _ref
+from lmckv.reference_impl.kv_codec import *  # noqa: F403
+from lmckv.reference_impl.kv_codec import __all__  # noqa: F401
 
 
 def _swap(data: bytearray) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from reference_impl import kv_codec as _ref
-from reference_impl.kv_codec import *  # noqa: F403
-from reference_impl.kv_codec import __all__  # noqa: F401
+from lmckv.reference_impl import kv_codec as _ref
+from lmckv.reference_impl.kv_codec import *  # noqa: F403
+from lmckv.reference_impl.kv_codec import __all__  # noqa: F401
 
 
 class AsymK16V8Codec(_ref.AsymK16V8Codec):
