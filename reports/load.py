@@ -20,7 +20,6 @@ import pandas as pd
 
 from lmckv.bench.results import BenchFile, UnknownKinds, VersionMismatch, parse
 from lmckv.conformance.core.schemas import (
-    BENCH_SCHEMA_VERSION,
     RESULTS_VERSION,
     SchemaError,
     bench_fields,
@@ -32,8 +31,6 @@ from lmckv.conformance.core.schemas import (
     validate,
 )
 
-#: The bench format version this builder reads (the bench-row schema's ``const``).
-SCHEMA_VERSION = BENCH_SCHEMA_VERSION
 #: The conformance results version this builder reads (the results schema's ``const``).
 RESULTS_SCHEMA_VERSION = RESULTS_VERSION
 
