@@ -40,7 +40,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from lmckv.bench.results import LIMIT_IMPLS, load
+from lmckv.bench.results import LIMIT_IMPLS, BenchFile, UnknownKinds, read
 from lmckv.bench.verdict import ALPHA, MIN_EFFECT, Verdict, geomean, judge
 
 KEY_FIELDS = ("op", "impl", "device", "scope", "dtype", "case")
@@ -279,9 +279,19 @@ def format_table(changes: Sequence[Change], *, cross_machine: bool = False) -> s
     return "\n".join(lines)
 
 
-def compare_files(
-    base_path: Path,
-    head_path: Path,
+def compare_files(base_path: Path, head_path: Path, **options: Any) -> tuple[list[Change], str]:
+    """:func:`compare_runs` (``options`` are its keywords) of two results files, read
+    refusing record kinds this version does not know."""
+    return compare_runs(
+        read(base_path, unknown=UnknownKinds.REFUSE),
+        read(head_path, unknown=UnknownKinds.REFUSE),
+        **options,
+    )
+
+
+def compare_runs(
+    base: BenchFile,
+    head: BenchFile,
     *,
     min_effects: MinEffects = MinEffects(),
     alpha: float = ALPHA,
@@ -290,12 +300,13 @@ def compare_files(
     cross_machine: bool = False,
     json_out: Path | None = None,
 ) -> tuple[list[Change], str]:
-    """Compare two results files; returns the changes and the printable report.
+    """Compare two runs already read; returns the changes and the printable report.
 
     Raises MachineMismatch when their ``machine_id`` differ and ``cross_machine`` is False.
     """
-    base_header, base_rows = load(base_path)
-    head_header, head_rows = load(head_path)
+    base_path, head_path = base.path, head.path
+    base_header, base_rows = base.header, base.records
+    head_header, head_rows = head.header, head.records
     machines = (base_header["machine_id"], head_header["machine_id"])
     if machines[0] != machines[1] and not cross_machine:
         raise MachineMismatch(
