@@ -26,7 +26,6 @@ from typing import Any
 
 from lmckv.bench.throughput import ThroughputPlan, calibrated_numbers, rows
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 class WorkerError(RuntimeError):
@@ -37,8 +36,7 @@ def _run_worker(spec: dict[str, Any], workdir: Path) -> list[dict[str, Any]]:
     index = spec["process"]
     spec_path, out_path = workdir / f"spec-{index}.json", workdir / f"out-{index}.jsonl"
     spec_path.write_text(json.dumps(spec))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+    env = dict(os.environ)  # lmckv is installed: the worker imports it by its one name
     proc = subprocess.run(
         [sys.executable, "-m", "lmckv.bench.workers", str(spec_path), str(out_path)],
         env=env,
