@@ -27,7 +27,6 @@ from typing import Any
 from lmckv.bench.throughput import ThroughputPlan, calibrated_numbers, rows
 
 
-
 class WorkerError(RuntimeError):
     """A worker process failed (its exit status and the end of its stderr)."""
 
