@@ -298,3 +298,32 @@ def test_the_reports_schema_rejects_an_unknown_rule() -> None:
     )
     with pytest.raises(ValueError, match="STORE-X"):
         report.document()
+
+
+def test_json_to_stdout_and_the_progress_bar(
+    store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["fsck", str(store), "--json", "-", "--no-progress"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    validate(document, "fsck")
+    assert document["valid_blobs"] == len(FULL)
+    from lmckv import fsck_command
+
+    verdicts = [fsck.Verdict("a"), fsck.Verdict("b")]
+    for show in (True, False):  # tqdm's bar (the bench extra) or the stream as it is
+        assert list(fsck_command._progress(show)(iter(verdicts), 2)) == verdicts
+
+
+def test_without_lmcache_the_reference_writes_full_blobs_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_lmcache(self: object) -> None:
+        raise ImportError("No module named 'lmcache'")
+
+    monkeypatch.setattr(writers.UpstreamFilenameWriter, "__init__", no_lmcache)
+    chosen = writers.writer()
+    assert chosen.name == "reference"
+    written = writers.write_store(tmp_path / "s", writers.plan(1), writers.SMALL_CHUNK, chosen)
+    assert written and not any(c.k_less for c in written)
+    status, doc = _fsck(str(tmp_path / "s"))
+    assert status == 0 and doc["valid_blobs"] == len(written)
