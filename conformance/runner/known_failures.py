@@ -15,8 +15,10 @@ a producer's failure whatever implementation consumes its output.
 
 Upstream has one list per LMCache release, ``upstream-<version>.txt``; a release without its
 own list uses the nearest earlier release's (:func:`upstream_list_path`), so a new release
-starts from its predecessor's expectations. :attr:`KnownFailures.source` says which file a
-run used.
+starts from its predecessor's expectations, and a checkout without tags (setuptools-scm's
+``0.1.dev1+g<commit>``, earlier than every release) uses the newest release's. A list given
+on the command line (``--known-failures [IMPL=]FILE``) replaces the chosen one.
+:attr:`KnownFailures.source` says which file a run used and why.
 
 :class:`Verdicts` owns every decision these lists make about a run: the strict xfail reason
 a listed test is collected with, the outcome of a report (pass, fail, skip, known failure,
@@ -79,9 +81,9 @@ class KnownFailures:
         listed = listed or next((line for line in self.reasons if matches(line, test_id)), None)
         return None if listed is None else (self.numbers.get(listed, 0), listed)
 
-    #: The version the list was written for when it is another release's (the nearest
-    #: earlier one), else None.
-    fallback_from: str | None = None
+    #: Why the run uses this list when it is not the implementation's own (another
+    #: release's, or one given on the command line), else None.
+    choice: str | None = None
     #: test id (as listed) -> the observation its line records
     observations: dict[str, str] = field(default_factory=dict)
 
@@ -95,9 +97,7 @@ class KnownFailures:
         (nearest earlier release; no upstream-0.5.7rc2.txt)`` or ``none``."""
         if self.path is None:
             return "none"
-        if self.fallback_from is None:
-            return self.path.name
-        return f"{self.path.name} (nearest earlier release; no {self.fallback_from})"
+        return self.path.name if self.choice is None else f"{self.path.name} ({self.choice})"
 
     def reason_for(self, test_id: str) -> str | None:
         """The reason of the line naming ``test_id`` (exactly, or through a ``*``)."""
@@ -152,8 +152,9 @@ def upstream_versions(directory: Path | None = None) -> dict[Version, Path]:
 
 def upstream_list_path(version: str, directory: Path | None = None) -> Path | None:
     """The list of LMCache ``version``: its own ``upstream-<version>.txt``, else the nearest
-    earlier release's (ordered by ``packaging.version``: 0.5.6 < 0.5.7rc2 < 0.5.7), else None
-    (a version older than every list, or one that is not a version)."""
+    earlier release's (ordered by ``packaging.version``: 0.5.6 < 0.5.7rc2 < 0.5.7), else,
+    for a development version earlier than every list (a checkout without tags), the newest
+    release's, else None (a release older than every list, or not a version)."""
     own = (directory or KNOWN_FAILURES_DIR) / f"{UPSTREAM_PREFIX}{version}.txt"
     if own.is_file():
         return own
@@ -161,19 +162,36 @@ def upstream_list_path(version: str, directory: Path | None = None) -> Path | No
         wanted = Version(version)
     except InvalidVersion:
         return None
-    earlier = [p for v, p in upstream_versions(directory).items() if v < wanted]
-    return earlier[-1] if earlier else None
+    lists = upstream_versions(directory)
+    earlier = [p for v, p in lists.items() if v < wanted]
+    if earlier:
+        return earlier[-1]
+    if wanted.is_devrelease and lists:
+        return list(lists.values())[-1]
+    return None
 
 
-def load(impl: str, version: str | None) -> KnownFailures:
-    """The implementation's list (for upstream, see :func:`upstream_list_path`), or an
-    empty one when it has none."""
+def _choice(version: str, path: Path) -> str:
+    """Why ``path`` is the list of LMCache ``version`` although it is not its own."""
+    own = f"{UPSTREAM_PREFIX}{version}.txt"
+    if Version(path.stem.removeprefix(UPSTREAM_PREFIX)) < Version(version):
+        return f"nearest earlier release; no {own}"
+    return f"newest release; {version} is a development version without an earlier list"
+
+
+def load(impl: str, version: str | None, given: Path | None = None) -> KnownFailures:
+    """The implementation's list (for upstream, see :func:`upstream_list_path`), or the
+    list ``given`` on the command line, or an empty one when it has none."""
     path: Path | None = list_path(impl, version)
-    fallback_from = None
-    if impl == "upstream" and version:
+    choice = None
+    if given is not None:
+        if not given.is_file():
+            raise KnownFailuresError(f"{given}: no such file (given with --known-failures)")
+        path, choice = given, "given with --known-failures"
+    elif impl == "upstream" and version:
         path = upstream_list_path(version)
         if path is not None and path != list_path(impl, version):
-            fallback_from = list_path(impl, version).name
+            choice = _choice(version, path)
     if path is None or not path.is_file():
         return KnownFailures(impl, None, {})
     reasons: dict[str, str] = {}
@@ -193,7 +211,7 @@ def load(impl: str, version: str | None) -> KnownFailures:
         numbers[test_id] = number
         if observed is not None:
             observations[test_id] = observed
-    return KnownFailures(impl, path, reasons, numbers, fallback_from, observations)
+    return KnownFailures(impl, path, reasons, numbers, choice, observations)
 
 
 def rewrite_observations(kf: KnownFailures, observed: dict[str, str]) -> list[str]:

@@ -1,14 +1,14 @@
 """The conformance pytest plugin: implementations, rules, known failures, results.
 
-Options (see conformance/README.md): ``--impl`` (repeatable), ``--level``,
+Options (see conformance/README.md): ``--impl`` (repeatable), ``--level``, ``--known-failures``,
 ``--results-json``, ``--summary-md``, ``--draft-expectations``, ``--testee-timeout``,
-``--testee-max-failures``, ``--transcript``. Every test carries a ``rule`` marker; the
-plugin derives its level, applies the implementation's known failures as strict xfails,
-starts every failure message with the rule's id and SPEC.md anchor, ends at once the tests
-of an exec testee that stopped answering, collects every outcome (under pytest-xdist the
-controller receives all workers' reports, so the results file is written once, merged),
-checks the producer x consumer pair count and stale expectation lines, and prints the
-implementation x level table and the failures grouped by rule.
+``--testee-max-failures``, ``--transcript``. Every test carries a ``rule`` marker; the plugin
+derives its level, applies the implementation's known failures as strict xfails, starts every
+failure message with the rule's id and SPEC.md anchor, ends at once the tests of an exec testee
+that stopped answering, collects every outcome (under pytest-xdist the controller receives all
+workers' reports, so the results file is written once, merged), checks the producer x consumer
+pair count and stale expectation lines, and prints the implementation x level table and the
+failures grouped by rule.
 """
 
 from __future__ import annotations
@@ -143,16 +143,42 @@ class ConformancePlugin:
                 driver.close()
                 raise usage_error(self.config, f"two --impl values are both named {driver.name!r}")
             self.drivers[driver.name] = driver
+        given = self._given_lists()
         try:
-            lists = {name: exp.load(name, d.info.version) for name, d in self.drivers.items()}
+            lists = {
+                name: exp.load(name, d.info.version, given.get(name))
+                for name, d in self.drivers.items()
+            }
         except exp.KnownFailuresError as exc:
             raise usage_error(self.config, f"known-failure list {exc}") from None
         self.verdicts = exp.Verdicts(lists, bool(self.config.getoption("update_expectations")))
+
+    def _given_lists(self) -> dict[str, Path]:
+        """``--known-failures [IMPL=]FILE`` values: implementation name -> list file."""
+        given: dict[str, Path] = {}
+        for value in self.config.getoption("known_failures") or []:
+            name, sep, path = value.partition("=")
+            name, path = (name, path) if sep else ("upstream", value)
+            if name not in self.drivers:
+                raise usage_error(
+                    self.config, f"--known-failures {value}: no --impl is named {name!r}"
+                )
+            given[name] = self.settings.cwd / path
+        return given
 
     def known_failures_path(self, name: str) -> str | None:
         """The known-failure list used for implementation ``name`` (None: it has none)."""
         kf = self.verdicts.lists.get(name)
         return display_path(kf.path) if kf is not None else None
+
+    def known_failures_source(self, name: str) -> str | None:
+        """:meth:`known_failures_path` and, when it is not the implementation's own list,
+        why the run uses it: ``conformance/known_failures/upstream-0.5.7rc2.txt (newest
+        release; 0.1.dev1+g1234567 is a development version without an earlier list)``."""
+        path = self.known_failures_path(name)
+        kf = self.verdicts.lists.get(name)
+        choice = kf.choice if kf is not None else None
+        return path if path is None or choice is None else f"{path} ({choice})"
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -161,7 +187,7 @@ class ConformancePlugin:
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         return [
-            f"known failures of {name}: {self.known_failures_path(name) or 'none'}"
+            f"known failures of {name}: {self.known_failures_source(name) or 'none'}"
             for name in self.drivers
         ]
 
@@ -449,13 +475,14 @@ class ConformancePlugin:
             summary=self._summary(),
             matrix=self.matrix,
             known_failures={name: self.known_failures_path(name) for name in self.drivers},
+            known_failures_choice={name: kf.choice for name, kf in self.verdicts.lists.items()},
         )
 
     def _write_markdown(self, path: Path, session: pytest.Session) -> None:
         write_markdown(
             path,
             impls=[d.info for d in self.drivers.values()],
-            known_failures={name: self.known_failures_path(name) for name in self.drivers},
+            known_failures={name: self.known_failures_source(name) for name in self.drivers},
             summary=self._summary(),
             matrix=self.matrix,
             groups=self._groups(),
@@ -497,7 +524,7 @@ class ConformancePlugin:
             self.matrix,
             self.narrowed,
             self.problems,
-            known_failures={name: self.known_failures_path(name) for name in self.drivers},
+            known_failures={name: self.known_failures_source(name) for name in self.drivers},
             groups=self._groups(),
             outputs=[
                 (what, self.config.getoption(option))

@@ -518,16 +518,15 @@ def _check_scale_shape(enc: EncodedKV, elems: int) -> None:
                 )
 
 
-def deserialize_header(
-    buf: bytes | bytearray | memoryview, *, allow_trailing: bool = False
-) -> EncodedKV:
-    """Parse and verify a whole blob; the returned payload is a view over ``buf``.
+def parse_header_fields(
+    buf: bytes | bytearray | memoryview,
+) -> tuple[EncodedKV, int, int]:
+    """Parse and check every header field of the blob that ``buf`` starts with, reading no
+    payload byte: ``(enc, header_len, payload_crc32)``, ``enc`` without payload.
 
-    Checks, in order: length, magic (KV-MAGIC), version (KV-VERSION), scope (KV-SCOPE),
-    dtypes (KV-*-DTYPE), reserved (KV-RESERVED), scale_shape_n (KV-SCALE-SHAPE-N),
-    hash strings (KV-HASHES), every redundant length (KV-LEN-*), the payload extent and
-    trailing bytes (KV-TRAILING), then the CRC (KV-CRC). With ``allow_trailing`` bytes
-    after the payload are ignored, for readers that fill block-aligned buffers.
+    The checks of :func:`deserialize_header` up to and including the redundant lengths:
+    a ``buf`` that ends inside the header raises KV-TRUNCATED, so a reader of a file can
+    hand it the file's first bytes and read more on that error (blob_file.py).
     Raises CorruptEncodedKVError, and nothing else, for any bad input.
     """
     try:
@@ -584,10 +583,28 @@ def deserialize_header(
         scale_payload_len=s_len,
     )
     check_consistency(enc)
-    end = r.off + enc.expected_payload_len()
+    return enc, r.off, crc
+
+
+def deserialize_header(
+    buf: bytes | bytearray | memoryview, *, allow_trailing: bool = False
+) -> EncodedKV:
+    """Parse and verify a whole blob; the returned payload is a view over ``buf``.
+
+    Checks, in order: length, magic (KV-MAGIC), version (KV-VERSION), scope (KV-SCOPE),
+    dtypes (KV-*-DTYPE), reserved (KV-RESERVED), scale_shape_n (KV-SCALE-SHAPE-N),
+    hash strings (KV-HASHES), every redundant length (KV-LEN-*) (all of them
+    :func:`parse_header_fields`), the payload extent and trailing bytes (KV-TRAILING), then
+    the CRC (KV-CRC). With ``allow_trailing`` bytes after the payload are ignored, for
+    readers that fill block-aligned buffers.
+    Raises CorruptEncodedKVError, and nothing else, for any bad input.
+    """
+    enc, header_len, crc = parse_header_fields(buf)
+    mv = memoryview(buf).cast("B")
+    end = header_len + enc.expected_payload_len()
     if end > len(mv):
         raise CorruptEncodedKVError(
-            f"payload truncated: header ends at {r.off}, {enc.expected_payload_len()} "
+            f"payload truncated: header ends at {header_len}, {enc.expected_payload_len()} "
             f"payload bytes declared, buffer holds {len(mv)}",
             rule="KV-LEN-SUM",
         )
@@ -596,12 +613,12 @@ def deserialize_header(
             f"{len(mv) - end} bytes follow the payload (pass allow_trailing=True to ignore)",
             rule="KV-TRAILING",
         )
-    enc.payload = mv[r.off : end]
+    enc.payload = mv[header_len:end]
     computed = payload_crc32(enc.payload)
     if computed != crc:
         raise CorruptEncodedKVError(
             f"payload CRC-32 mismatch: header says {crc:#010x}, payload gives {computed:#010x}",
             rule="KV-CRC",
         )
-    enc.header_bytes = bytes(mv[: r.off])
+    enc.header_bytes = bytes(mv[:header_len])
     return enc
