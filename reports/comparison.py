@@ -1,7 +1,8 @@
 """A bench run against a baseline run: the verdicts of ``lmckv bench compare``, as a table.
 
 The comparison itself is :func:`bench.compare.compare_files` with its defaults (gate on the
-reference implementation, Mann-Whitney U at alpha 0.001, 10% minimum effect), so the page
+reference implementation, the run-level decision of ``bench.decision``: Holm across
+operations at family-wise alpha 0.05, 10% minimum effect), so the page
 and the command line agree; runs from different machines are compared with
 ``cross_machine=True`` and bench compare's cross-machine note is shown.
 """
@@ -51,7 +52,7 @@ def compare(baseline: BenchRun, current: BenchRun) -> Comparison:
     A file bench compare cannot read gives an empty comparison with the reason as a note.
     """
     try:
-        changes, text = compare_files(
+        changes, _, text = compare_files(
             baseline.path, current.path, gated_impls=GATED_IMPLS, cross_machine=True
         )
     except SchemaError as exc:
