@@ -14,7 +14,9 @@ per-process geometric means of its gated rows, Holm across operations at a famil
 alpha (default 0.05), a minimum effect (default 10%; per-benchmark overrides by glob), the
 limits checked for drift between the two files. Each row's own verdict
 (``bench.verdict.judge`` on its per-process values, at the same alpha without correction)
-is shown for reading, never gating; the rows that carried a regression are marked.
+is shown for reading, never gating: a row is ``regression`` only when it carried its
+operation's regression, and a row that looks slower alone, uncorrected, is
+``inconclusive``.
 
 Two separate runs leave drift between them uncontrolled beyond that check: ``lmckv bench
 ab`` measures base and head in alternating processes of one session and pairs them.
@@ -233,6 +235,9 @@ def compare_rows(
         )
         if ident in carried:
             changes[-1] = replace(changes[-1], regression=True)
+        elif verdict.outcome == "regression":
+            # slower when judged alone, uncorrected: not shown by the run's decision
+            changes[-1] = replace(changes[-1], outcome="inconclusive")
     return changes, decision
 
 

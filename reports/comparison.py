@@ -52,7 +52,7 @@ def compare(baseline: BenchRun, current: BenchRun) -> Comparison:
     A file bench compare cannot read gives an empty comparison with the reason as a note.
     """
     try:
-        changes, _, text = compare_files(
+        changes, decision, text = compare_files(
             baseline.path, current.path, gated_impls=GATED_IMPLS, cross_machine=True
         )
     except SchemaError as exc:
@@ -62,6 +62,10 @@ def compare(baseline: BenchRun, current: BenchRun) -> Comparison:
         for line in text.splitlines()
         if line.startswith(("note: ", "CROSS-MACHINE: "))
     ]
+    notes.append(
+        f"run decision: exit {decision.exit_code}; "
+        + "; ".join(f"{d.op} {d.outcome} ({d.reason})" for d in decision.ops)
+    )
     rows = []
     for change in changes:
         row = asdict(change)

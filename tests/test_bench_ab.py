@@ -8,24 +8,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from bench_files import tiny_plan
 
 from lmckv.bench.ab import SideError, parse_env, resolve_side, run_ab
 from lmckv.bench.cli import main
 from lmckv.bench.decision import EXIT_REGRESSION
 from lmckv.bench.impls import SLOWDOWN_ENV
 from lmckv.bench.results import load
-from lmckv.bench.throughput import Case, ThroughputPlan
 
-TINY = ThroughputPlan(
-    cpu_cases=(Case("small", layers=1, pages=4),),
-    cuda_cases=(),
-    dtypes=("float16",),
-    rounds=2,
-    warmup=1,
-    min_sample_s=0.002,
-    devices=("cpu",),
-    processes=1,
-)
+TINY = tiny_plan(processes=1)
 
 
 def test_sides_are_checked_before_any_measurement(tmp_path: Path) -> None:

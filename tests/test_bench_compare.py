@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bench_files import MACHINE, tiny_plan, write_results
 
 from lmckv.bench.cli import main
 from lmckv.bench.compare import (
@@ -25,9 +26,8 @@ from lmckv.bench.decision import OpDecision, RunDecision
 from lmckv.bench.gate_check import judge_separate, measure
 from lmckv.bench.impls import SLOWDOWN_ENV, parse_slowdown
 from lmckv.bench.machine import machine_id
-from lmckv.bench.results import SCOPES, ResultsWriter
+from lmckv.bench.results import SCOPES
 from lmckv.bench.targets import check_targets
-from lmckv.bench.throughput import Case, ThroughputPlan
 from lmckv.bench.verdict import judge, shift_interval
 
 
@@ -212,39 +212,13 @@ def test_rows_present_on_one_side_are_reported_not_gated() -> None:
     assert decision.exit_code == EXIT_INCONCLUSIVE
 
 
-MACHINE = {
-    "host_id": "0123456789abcdef",
-    "cpu_model": "x",
-    "cpu_usable": 2,
-    "cpu_logical": 2,
-    "governor": None,
-    "ram_bytes": 2**30,
-    "gpu": None,
-}
-ENV = {
-    "cpu_model": "x",
-    "cpu_count": 2,
-    "python": "3.11",
-    "torch": "2",
-    "platform": "p",
-    "git_commit": None,
-    "lmcache": None,
-    "gpu": None,
-}
-
-
-def _file(out: Path, rows: list[dict[str, Any]], machine: dict[str, Any] = MACHINE) -> Path:
-    span = {"started_utc": "2026-01-01T00:00:00+00:00", "ended_utc": "2026-01-01T00:00:01+00:00"}
-    with ResultsWriter(out, mode="quick", env=ENV, machine=machine) as writer:
-        writer.write_all({**r, **span} for r in rows)
-    return writer.path
-
-
 def test_cli_exit_codes_and_machine_refusal(tmp_path: Path, capsys: Any) -> None:
-    base = _file(tmp_path / "a", _run_rows(1.0, 10))
-    same = _file(tmp_path / "b", _run_rows(1.0, 20))
-    slow = _file(tmp_path / "c", _run_rows(1.2, 20))
-    other = _file(tmp_path / "d", _run_rows(1.0, 20), {**MACHINE, "host_id": "ffffffffffffffff"})
+    base = write_results(tmp_path / "a", _run_rows(1.0, 10))
+    same = write_results(tmp_path / "b", _run_rows(1.0, 20))
+    slow = write_results(tmp_path / "c", _run_rows(1.2, 20))
+    other = write_results(
+        tmp_path / "d", _run_rows(1.0, 20), {**MACHINE, "host_id": "ffffffffffffffff"}
+    )
     assert main(["compare", str(base), str(same)]) == EXIT_OK
     report = tmp_path / "slow.json"
     assert main(["compare", str(base), str(slow), "--json", str(report)]) == EXIT_REGRESSION
@@ -272,16 +246,7 @@ def test_slowdown_spec() -> None:
 
 # ---- end to end on real runs
 
-TINY = ThroughputPlan(
-    cpu_cases=(Case("small", layers=1, pages=4),),
-    cuda_cases=(),
-    dtypes=("float16",),
-    rounds=2,
-    warmup=1,
-    min_sample_s=0.002,
-    devices=("cpu",),
-    processes=5,
-)
+TINY = tiny_plan(processes=5)
 
 
 def test_compare_flags_a_large_injected_slowdown(

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bench_files import write_results
 
 from lmckv.bench.cli import main
 from lmckv.bench.compare import bench_id, compare_rows
@@ -27,7 +28,6 @@ from lmckv.bench.decision import (
     process_values,
     processes_needed,
 )
-from lmckv.bench.results import ResultsWriter
 from lmckv.bench.verdict import min_p_paired, min_p_unpaired, paired_shift
 
 OPS = {"encode": "memcpy", "parse": "crc32", "decode_fp8": "memcpy", "decode_dequant": "memcpy"}
@@ -139,20 +139,28 @@ def test_process_values_are_medians_over_the_limit_of_the_same_process() -> None
 # ---- the run-level decision (issue 22's check)
 
 
-def test_identical_code_never_gives_a_regression_over_many_seeds() -> None:
-    """96 gated rows (100 with nothing else to judge would be the same), 5 processes a
-    side, 200 pairs of runs of identical code: the run-level decision at alpha 0.05 never
-    exits 1. A per-row test at the same alpha would have called dozens of rows slower."""
+@pytest.mark.parametrize("spread", [0.05, 0.5])
+def test_identical_code_never_gives_a_regression_over_many_seeds(spread: float) -> None:
+    """96 gated rows, 5 processes a side, 100 pairs of runs of identical code, on a steady
+    machine and on one whose processes differ by up to 1.5x (so that the limits often move
+    between the runs): the run-level decision at alpha 0.05 never exits 1 and never marks
+    a row, while some row looks slower at that alpha, uncorrected, in many of the runs."""
     codes = []
-    rows_called_slower = 0
-    for seed in range(200):
-        changes, decision = compare_rows(synthetic_run(2 * seed), synthetic_run(2 * seed + 1))
+    runs_with_a_row_slower_alone = 0
+    for seed in range(100):
+        changes, decision = compare_rows(
+            synthetic_run(2 * seed, spread=spread), synthetic_run(2 * seed + 1, spread=spread)
+        )
         codes.append(decision.exit_code)
-        rows_called_slower += sum(c.outcome == "regression" for c in changes)
+        assert not any(c.regression or c.outcome == "regression" for c in changes), seed
+        runs_with_a_row_slower_alone += any(
+            c.gated and c.p_slower is not None and c.p_slower < RUN_ALPHA for c in changes
+        )
     assert gated_rows(synthetic_run(0)) == 96
     assert EXIT_REGRESSION not in codes
-    assert codes.count(EXIT_OK) > 150, codes  # and mostly shown unchanged, not just quiet
-    assert rows_called_slower > 0  # the uncorrected row verdicts alone would have failed
+    if spread < 0.1:  # a steady machine: identical code is mostly shown unchanged
+        assert codes.count(EXIT_OK) > 80, codes
+    assert runs_with_a_row_slower_alone > 50
 
 
 @pytest.mark.parametrize("paired", [False, True])
@@ -211,41 +219,13 @@ def test_limits_that_moved_between_runs_make_a_slowdown_inconclusive() -> None:
     assert compare_rows(base, head, drift_bound=0.5)[1].exit_code == EXIT_REGRESSION
 
 
-MACHINE = {
-    "host_id": "0123456789abcdef",
-    "cpu_model": "x",
-    "cpu_usable": 2,
-    "cpu_logical": 2,
-    "governor": None,
-    "ram_bytes": 2**30,
-    "gpu": None,
-}
-ENV = {
-    "cpu_model": "x",
-    "cpu_count": 2,
-    "python": "3.11",
-    "torch": "2",
-    "platform": "p",
-    "git_commit": None,
-    "lmcache": None,
-    "gpu": None,
-}
-
-
-def _file(out: Path, rows: list[dict[str, Any]]) -> Path:
-    span = {"started_utc": "2026-01-01T00:00:00+00:00", "ended_utc": "2026-01-01T00:00:01+00:00"}
-    with ResultsWriter(out, mode="quick", env=ENV, machine=MACHINE) as writer:
-        writer.write_all({**r, **span} for r in rows)
-    return writer.path
-
-
 def test_compare_on_files_whose_limits_moved_exits_3_and_says_why(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Constructed files: identical code, the head's limits 25% faster (the machine changed
     between the runs); compare refuses to call it a regression and says why."""
-    base = _file(tmp_path / "a", synthetic_run(1))
-    head = _file(tmp_path / "b", synthetic_run(2, limit_factor=0.75))
+    base = write_results(tmp_path / "a", synthetic_run(1))
+    head = write_results(tmp_path / "b", synthetic_run(2, limit_factor=0.75))
     out = tmp_path / "cmp.json"
     assert main(["compare", str(base), str(head), "--json", str(out)]) == EXIT_INCONCLUSIVE
     text = capsys.readouterr().out
@@ -256,7 +236,7 @@ def test_compare_on_files_whose_limits_moved_exits_3_and_says_why(
     assert data["ops"]["encode"]["outcome"] == "inconclusive"
     # a real slowdown on a steady machine is a regression; without the check (a loose
     # bound) the drifted pair would have been a false alarm
-    steady = _file(tmp_path / "c", synthetic_run(3, slowdown={"encode": 1.3}))
+    steady = write_results(tmp_path / "c", synthetic_run(3, slowdown={"encode": 1.3}))
     assert main(["compare", str(base), str(steady)]) == EXIT_REGRESSION
     assert main(["compare", str(base), str(head), "--drift-bound", "0.5"]) == EXIT_REGRESSION
 
