@@ -1,10 +1,10 @@
 """A bench run against a baseline run: the verdicts of ``lmckv bench compare``, as a table.
 
 The comparison itself is :func:`bench.compare.compare_runs`, of the runs the report already
-read (no file is read twice), with its defaults (gate on the reference implementation,
-Mann-Whitney U at alpha 0.001, 10% minimum effect), so the page and the command line agree;
-runs from different machines are compared with ``cross_machine=True`` and bench compare's
-cross-machine note is shown.
+read (no file is read twice), with its defaults (gate on the reference implementation, the
+run-level decision of ``bench.decision``: Holm across operations at family-wise alpha 0.05,
+10% minimum effect), so the page and the command line agree; runs from different machines
+are compared with ``cross_machine=True`` and bench compare's cross-machine note is shown.
 """
 
 from __future__ import annotations
@@ -46,9 +46,10 @@ class Comparison:
 
 
 def compare(baseline: BenchRun, current: BenchRun) -> Comparison:
-    """``lmckv bench compare BASELINE CURRENT`` as a table (verdict ``regression`` when gated),
-    of the records the report read (record kinds newer than the schema left out)."""
-    changes, text = compare_runs(
+    """``lmckv bench compare BASELINE CURRENT`` as a table (verdict ``regression`` for the
+    rows that carried the run's regression), of the records the report read (record kinds
+    newer than the schema left out)."""
+    changes, decision, text = compare_runs(
         baseline.file, current.file, gated_impls=GATED_IMPLS, cross_machine=True
     )
     notes = [
@@ -62,6 +63,10 @@ def compare(baseline: BenchRun, current: BenchRun) -> Comparison:
         for line in text.splitlines()
         if line.startswith(("note: ", "CROSS-MACHINE: "))
     ]
+    notes.append(
+        f"run decision: exit {decision.exit_code}; "
+        + "; ".join(f"{d.op} {d.outcome} ({d.reason})" for d in decision.ops)
+    )
     rows = []
     for change in changes:
         row = asdict(change)
