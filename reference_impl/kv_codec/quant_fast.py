@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import array
 import math
+import os
 import threading
 from collections.abc import Callable, Iterator
 
@@ -269,11 +270,26 @@ def quantize_v_fp8(
         raise UnsupportedConfigError(
             f"out is {out.dtype}{tuple(out.shape)}, need {fp8_dtype}{tuple(v.shape)}", rule=None
         )
-    if fp8_dtype == torch.float8_e4m3fn and applies(v, V_KINDS) and out.is_contiguous():
+    e4m3 = fp8_dtype == torch.float8_e4m3fn and out.is_contiguous()
+    if e4m3 and applies(v, V_KINDS):
         quantize_into(untracked(v), s, out)
-    else:
+    elif not (e4m3 and _triton_quantize(untracked(v), s, out)):
         _blockwise(untracked(v), s.to(v.device), out, torch.div, qmax)
     return out
+
+
+def _triton_quantize(v: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> bool:
+    """Q-ROUND of a CUDA ``v`` by the Triton kernel (``quant_triton``), where
+    ``LMCKV_TRITON=1`` asks for it, triton is installed and the kernel takes ``v``; False
+    (nothing written) otherwise. Opt-in until a device run has checked the kernel."""
+    if v.device.type != "cuda" or os.environ.get("LMCKV_TRITON") != "1":
+        return False
+    from lmckv.reference_impl.kv_codec import quant_triton  # imports triton: only here
+
+    if not (quant_triton.AVAILABLE and quant_triton.applies(v, scales)):
+        return False
+    quant_triton.quantize_into(v, scales, out)
+    return True
 
 
 def dequantize_v_fp8(
