@@ -94,6 +94,13 @@ def group_runs(
     )
 
 
+def set_threads(threads: int) -> None:
+    """Run the kernels on ``threads`` threads (at most numba's pool, NUMBA_NUM_THREADS;
+    nothing without numba). The benchmark sets it with torch's, so both use the same."""
+    if numba is not None and threads > 0:
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+
+
 def _chunks(numel: int) -> int:
     """How many contiguous ranges the work is split into: one per thread, one when small."""
     if numel < PARALLEL_MIN or numba is None:
