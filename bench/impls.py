@@ -1,6 +1,6 @@
 """The codec implementations under test and the operations benchmarked on them.
 
-Both ``reference_impl.kv_codec`` and upstream's ``lmcache.v1.kv_codec`` expose
+Both ``lmckv.reference_impl.kv_codec`` and upstream's ``lmcache.v1.kv_codec`` expose
 ``AsymK16V8Codec`` with ``encode``/``to_bytes``/``from_bytes``/``decode`` and the quantization
 primitives ``compute_v_scales``/``quantize_v_fp8``; ``CodecOps`` builds the timed callables
 from those public names only, so any module with that API can be benchmarked.
@@ -41,7 +41,7 @@ import torch
 
 from lmckv.bench.env import package_version
 
-IMPL_MODULES = {"reference": "reference_impl.kv_codec", "upstream": "lmcache.v1.kv_codec"}
+IMPL_MODULES = {"reference": "lmckv.reference_impl.kv_codec", "upstream": "lmcache.v1.kv_codec"}
 FP8 = torch.float8_e4m3fn
 STATIC_SCALE = 1.0
 SLOWDOWN_ENV = "LMCKV_BENCH_SLOWDOWN"

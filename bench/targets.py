@@ -88,8 +88,9 @@ def _ratios(records: list[Mapping[str, Any]]) -> dict[str, list[tuple[str, float
         for (op, device, field), target in _ROW_RATIOS.items():
             ratio = r.get(field)
             cases = ONLY_CASES.get(target)
-            matches = r["op"] == op and r["device"] == device and ratio is not None
-            if matches and (cases is None or r["case"] in cases):
+            if ratio is None or (r["op"], r["device"]) != (op, device):
+                continue
+            if cases is None or r["case"] in cases:
                 out[target].append((r["case"], ratio, where))
     return out
 

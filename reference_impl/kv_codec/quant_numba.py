@@ -42,6 +42,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 try:
@@ -73,7 +74,7 @@ ENABLED = AVAILABLE and os.environ.get("LMCKV_NUMBA", "1") != "0"
 
 def group_runs(
     shape: tuple[int, ...], group_shape: tuple[int, ...]
-) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """(run length, divs, sizes, strides) for V of ``shape`` whose groups are indexed by
     the axes where ``group_shape`` (V's rank, 1 on axes not grouped) is not 1, the group
     table being C-contiguous of ``group_shape``.
@@ -98,7 +99,7 @@ def set_threads(threads: int) -> None:
     """Run the kernels on ``threads`` threads (at most numba's pool, NUMBA_NUM_THREADS;
     nothing without numba). The benchmark sets it with torch's, so both use the same."""
     if numba is not None and threads > 0:
-        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
 
 
 def _chunks(numel: int) -> int:
@@ -114,7 +115,7 @@ def applies(t: torch.Tensor, dtypes: Mapping[torch.dtype, int]) -> bool:
     return ENABLED and t.device.type == "cpu" and t.dtype in dtypes and t.is_contiguous()
 
 
-def _flat_bits(t: torch.Tensor) -> np.ndarray:
+def _flat_bits(t: torch.Tensor) -> npt.NDArray[Any]:
     """The raw bits of a contiguous tensor as a flat signed-integer (bytes: unsigned)
     numpy array."""
     return t.reshape(-1).view(_RAW[t.element_size()]).numpy()
