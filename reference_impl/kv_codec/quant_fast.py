@@ -30,6 +30,7 @@ from lmckv.reference_impl.kv_codec.errors import UnsupportedConfigError
 from lmckv.reference_impl.kv_codec.header import ScaleScope
 from lmckv.reference_impl.kv_codec.quant_numba import (
     OUT_KINDS,
+    PARALLEL_MIN,
     V_KINDS,
     applies,
     dequantize_into,
@@ -97,7 +98,8 @@ def compute_v_scales(
         )
     head, page = group_axes(v.ndim, scope, head_axis, page_axis)
     keep = tuple(a for a in (page, head) if a is not None)
-    kernel = applies(v, V_KINDS)
+    # One group of a small V: torch's single aminmax costs less than the kernel's call.
+    kernel = applies(v, V_KINDS) and (head is not None or v.numel() >= PARALLEL_MIN)
     if head is None and not kernel and v.device.type == "cpu" and v.dtype in _SCALAR_SCALE_DTYPES:
         return _float32_tensor([_tensor_scale(untracked(v), qmax)]).view(())
     if kernel:
