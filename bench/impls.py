@@ -1,6 +1,6 @@
 """The codec implementations under test and the operations benchmarked on them.
 
-Both ``reference_impl.kv_codec`` and upstream's ``lmcache.v1.kv_codec`` expose
+Both ``lmckv.reference_impl.kv_codec`` and upstream's ``lmcache.v1.kv_codec`` expose
 ``AsymK16V8Codec`` with ``encode``/``to_bytes``/``from_bytes``/``decode`` and the quantization
 primitives ``compute_v_scales``/``quantize_v_fp8``; ``CodecOps`` builds the timed callables
 from those public names only, so any module with that API can be benchmarked.

@@ -110,10 +110,12 @@ def worker_main(spec_path: Path, out_path: Path) -> int:
 
     from lmckv.bench.impls import load_impls
     from lmckv.bench.throughput import measure
+    from lmckv.reference_impl.kv_codec.quant_numba import set_threads
 
     spec = json.loads(spec_path.read_text())
     if spec["threads"] > 0:
         torch.set_num_threads(spec["threads"])
+        set_threads(spec["threads"])  # the codec's numba kernels: the same thread count
     impls, _ = load_impls(tuple(spec["impls"]))
     plan = ThroughputPlan.from_json(spec["plan"])
     with open(out_path, "w", encoding="utf-8") as out:

@@ -10,12 +10,17 @@ hold the two equal byte for byte. What it adds:
   Q-DEQUANT.
 - Q-SCALE's amax is taken in V's own 16-bit dtype (exact), on small tensors as an integer
   max of the sign-cleared bit patterns, and few scales are computed in Python floats.
+- Where numba is installed, contiguous CPU tensors go through the fused kernels of
+  ``quant_numba`` instead (one pass over V per step, threads over the cores); the torch
+  blocks below are the fallback without numba (or with ``LMCKV_NUMBA=0``) and the path
+  off the CPU.
 """
 
 from __future__ import annotations
 
 import array
 import math
+import os
 import threading
 from collections.abc import Callable, Iterator
 
@@ -23,6 +28,15 @@ import torch
 
 from lmckv.reference_impl.kv_codec.errors import UnsupportedConfigError
 from lmckv.reference_impl.kv_codec.header import ScaleScope
+from lmckv.reference_impl.kv_codec.quant_numba import (
+    OUT_KINDS,
+    PARALLEL_MIN,
+    V_KINDS,
+    applies,
+    dequantize_into,
+    group_absmax,
+    quantize_into,
+)
 from lmckv.reference_impl.kv_codec.quant_rules import (
     FP8_DTYPES,
     ZERO_SCALE_SENTINEL,
@@ -41,6 +55,8 @@ _SCALAR_SCALE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _MAGNITUDE_BITS = torch.tensor(0x7FFF, dtype=torch.int16)  # clears a 16-bit float's sign
 _LISTED_SCALES = 256  # groups up to which scales are computed per group in Python floats
 _SCRATCH_VIEWS = 64  # shapes whose scratch views a thread keeps (see _scratch_f32)
+
+_E4M3 = {torch.float8_e4m3fn: 0}  # the quantized V the dequantize kernel reads
 
 Index = tuple[int | slice, ...]
 _scratch = threading.local()
@@ -81,10 +97,14 @@ def compute_v_scales(
             "EXTERNAL scales come from the caller, not from V", rule="Q-EXTERNAL"
         )
     head, page = group_axes(v.ndim, scope, head_axis, page_axis)
-    if head is None and v.device.type == "cpu" and v.dtype in _SCALAR_SCALE_DTYPES:
-        return _float32_tensor([_tensor_scale(untracked(v), qmax)]).view(())
     keep = tuple(a for a in (page, head) if a is not None)
-    if v.numel() == 0:
+    # One group of a small V: torch's single aminmax costs less than the kernel's call.
+    kernel = applies(v, V_KINDS) and (head is not None or v.numel() >= PARALLEL_MIN)
+    if head is None and not kernel and v.device.type == "cpu" and v.dtype in _SCALAR_SCALE_DTYPES:
+        return _float32_tensor([_tensor_scale(untracked(v), qmax)]).view(())
+    if kernel:
+        amax = group_absmax(untracked(v), keep)
+    elif v.numel() == 0:
         amax = torch.zeros([v.shape[a] for a in sorted(keep)], dtype=torch.float32, device=v.device)
     else:
         amax = _group_absmax(untracked(v), keep)
@@ -252,8 +272,26 @@ def quantize_v_fp8(
         raise UnsupportedConfigError(
             f"out is {out.dtype}{tuple(out.shape)}, need {fp8_dtype}{tuple(v.shape)}", rule=None
         )
-    _blockwise(untracked(v), s.to(v.device), out, torch.div, qmax)
+    e4m3 = fp8_dtype == torch.float8_e4m3fn and out.is_contiguous()
+    if e4m3 and applies(v, V_KINDS):
+        quantize_into(untracked(v), s, out)
+    elif not (e4m3 and _triton_quantize(untracked(v), s, out)):
+        _blockwise(untracked(v), s.to(v.device), out, torch.div, qmax)
     return out
+
+
+def _triton_quantize(v: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> bool:
+    """Q-ROUND of a CUDA ``v`` by the Triton kernel (``quant_triton``), where
+    ``LMCKV_TRITON=1`` asks for it, triton is installed and the kernel takes ``v``; False
+    (nothing written) otherwise. Opt-in until a device run has checked the kernel."""
+    if v.device.type != "cuda" or os.environ.get("LMCKV_TRITON") != "1":
+        return False
+    from lmckv.reference_impl.kv_codec import quant_triton  # imports triton: only here
+
+    if not (quant_triton.AVAILABLE and quant_triton.applies(v, scales)):
+        return False
+    quant_triton.quantize_into(v, scales, out)
+    return True
 
 
 def dequantize_v_fp8(
@@ -270,5 +308,8 @@ def dequantize_v_fp8(
         raise UnsupportedConfigError(f"cannot dequantize into {out_dtype}", rule="Q-DEQUANT")
     s = group_scales(scales, q.shape, scope, head_axis, page_axis)
     out = torch.empty(q.shape, dtype=out_dtype, device=q.device)
-    _blockwise(untracked(q), s.to(q.device), out, torch.mul, None)
+    if applies(q, _E4M3) and out_dtype in OUT_KINDS:
+        dequantize_into(untracked(q), s, out)
+    else:
+        _blockwise(untracked(q), s.to(q.device), out, torch.mul, None)
     return out
