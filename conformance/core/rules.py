@@ -103,9 +103,16 @@ _RULES: tuple[Rule, ...] = (
         "KV-LEN",
         MUST,
         "Payload lengths are non-negative and agree with the dtypes and "
-        "shapes: whole K elements, as many V elements as K elements, scale bytes = "
+        "shapes: whole K elements, as many K elements as V elements or none, scale bytes = "
         "prod(scale_shape) x scale itemsize; readers reject a disagreement even when the "
         "CRC is valid.",
+    ),
+    Rule(
+        "KV-K-ABSENT",
+        MUST,
+        "A K-less blob (k_payload_len 0, V present, k_dtype recorded and checked) is valid: "
+        "V is checked against its scales and geometry, decode returns V and an empty K; a "
+        "blob with K but no V is rejected.",
     ),
     Rule(
         "KV-LEN-SUM",
