@@ -32,6 +32,10 @@ OPERATIONS: tuple[str, ...] = (
     "key.window",
     "key.window.hit",
     "key.layout",
+    # -- serde (TESTEE.md, "Serde operations"): one (K, V) group <-> one blob ----------------
+    "serde.serialize",
+    "serde.deserialize",
+    "serde.estimate",
 )
 
 #: Flag -> the operation whose optional request fields it covers.

@@ -177,6 +177,60 @@ _RULES: tuple[Rule, ...] = (
         MUST,
         "encode refuses (UnsupportedConfigError) to write a blob that readers would reject.",
     ),
+    # -- the serde layer (SPEC.md, "The serde layer") -------------------------------------
+    Rule(
+        "SERDE-BYTES",
+        MUST,
+        "serialize writes the codec's blob of the same inputs (V-only: without K's section) "
+        "at the start of the destination, returns its length and writes nothing after it; "
+        "inputs the codec refuses are refused, typed, with nothing written.",
+    ),
+    Rule(
+        "SERDE-ESTIMATE",
+        MUST,
+        "estimate_serialized_size is never below what serialize writes, for every layout "
+        "group the serializer accepts.",
+    ),
+    Rule(
+        "SERDE-ESTIMATE-SCOPE",
+        SHOULD,
+        "estimate_serialized_size sizes every scope serialize accepts.",
+    ),
+    Rule(
+        "SERDE-DST-SMALL",
+        MUST,
+        "A destination smaller than the blob is a typed refusal; nothing is written into it.",
+    ),
+    Rule(
+        "SERDE-SLOTS",
+        MUST,
+        "Required slots (K and V; V-only: V, and K None) are checked with a typed refusal; "
+        "a None output slot is skipped, (None, None) is a no-op.",
+    ),
+    Rule(
+        "SERDE-UNTOUCHED",
+        MUST,
+        "An output slot nobody asked to fill (V-only: K) is never written, and a refused "
+        "deserialize has written no slot.",
+    ),
+    Rule(
+        "SERDE-CROSS-MODE",
+        MUST,
+        "The (K, V) reader refuses K of a K-less blob but reads its V; the V-only reader "
+        "refuses a blob with K; typed, nothing written.",
+    ),
+    Rule(
+        "SERDE-READ",
+        MUST,
+        "deserialize of serialize's output fills K bit-exact and V per Q-DEQUANT in the "
+        "slot's dtype, in every scope the serializer writes.",
+    ),
+    Rule(
+        "SERDE-FRAMED",
+        MUST,
+        "A deserializer reads the blob at the start of a capacity-sized source and ignores "
+        "the unused capacity after it; a corrupt blob is CorruptEncodedKVError.",
+    ),
     # -- quantization -----------------------------------------------------------------------
     Rule(
         "Q-SCALE",

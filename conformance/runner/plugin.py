@@ -28,6 +28,7 @@ from lmckv.conformance.core.resources import package_path
 from lmckv.conformance.core.rules import RULES, SHOULD
 from lmckv.conformance.drivers import Driver, DriverError
 from lmckv.conformance.drivers.exec_driver import ExecSettings, Transcript
+from lmckv.conformance.runner import differences
 from lmckv.conformance.runner import known_failures as exp
 from lmckv.conformance.runner.impl_specs import load_driver
 from lmckv.conformance.runner.markdown_summary import write_markdown
@@ -348,6 +349,9 @@ class ConformancePlugin:
                 continue
             number, listed = found
             where = f"line {number} of {display_path(kf.path)}"
+            entry = differences.entry_for(kf.reason_for(short))
+            if entry is not None:  # the fixed finding's description goes too, or changes
+                where += f" (described in {entry}: update or remove that entry)"
             if listed == short:
                 return f"{UNEXPECTED_PASS}delete {where}: {listed}"
             return (
