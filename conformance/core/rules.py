@@ -360,7 +360,8 @@ _RULES: tuple[Rule, ...] = (
     Rule(
         "PROTO-RMETA-DTYPE",
         MUST,
-        "Every RemoteMetadata group has a real dtype: id 0 is refused and rejected.",
+        "Every RemoteMetadata group of a tensor format has a real dtype (id 0 refused and "
+        "rejected); a byte object (UNDEFINED, BINARY, BINARY_BUFFER) may have none.",
     ),
     # -- keys -------------------------------------------------------------------------------
     Rule(

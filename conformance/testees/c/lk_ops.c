@@ -568,7 +568,10 @@ static int op_proto_remote_read(const lk_request *r, lk_jwriter *w, lk_err *err)
     for (g = 0; g < m.groups; g++) {
         if (g)
             lk_jw_raw(w, ",");
-        lk_jw_cstr(w, m.dtypes[g]->name);
+        if (m.dtypes[g] == NULL) /* a byte object without dtype (PROTO-RMETA-DTYPE) */
+            lk_jw_raw(w, "null");
+        else
+            lk_jw_cstr(w, m.dtypes[g]->name);
     }
     lk_jw_raw(w, "]");
     lk_jw_key(w, "shape_ranks");
