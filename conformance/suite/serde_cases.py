@@ -16,6 +16,9 @@ from lmckv.conformance.drivers.base import Driver
 
 MODES = ("kv", "v_only")
 SCOPES = {"per_tensor": 0, "per_layer_head": 1, "per_page_head": 2, "external": 3}
+#: The scopes a serde writes (SPEC.md, "The serde layer"): heads on axis -2; PER_PAGE_HEAD
+#: has no page axis and EXTERNAL no caller scales in a group, so serialize refuses them.
+WRITTEN_SCOPES = {name: SCOPES[name] for name in ("per_tensor", "per_layer_head")}
 SCALE_DTYPES = ("float32", "float16", "bfloat16", "float64")
 #: Shapes of one chunk's K or V as the serde sees them: (tokens, heads, head_dim), Llama-8B
 #: like (8 KV heads of 128), odd sizes, one element.
