@@ -121,13 +121,8 @@ class _Serde:
 class _Serializer(_Serde):
     """What both serializers share: the size rule, and the scopes they write."""
 
-    def __init__(
-        self,
-        fp8_dtype: torch.dtype = torch.float8_e4m3fn,
-        scale_scope: ScaleScope = ScaleScope.PER_TENSOR,
-        scale_dtype: torch.dtype = torch.float32,
-    ) -> None:
-        super().__init__(fp8_dtype, scale_scope, scale_dtype)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         _scale_count(self._codec.scale_scope, [(1, 1)])  # refuse unwritable scopes now
 
     def _size(self, k_bytes: int, v_layout: LayoutLike) -> int:
