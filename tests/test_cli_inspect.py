@@ -16,7 +16,7 @@ from lmckv.reference_impl.kv_codec import CodecHashes, ScaleScope
 HEADER_KEYS = {
     "version", "scale_scope", "k_dtype", "v_dtype", "scale_dtype", "layer_id", "chunk_id",
     "chunk_size", "page_size", "kv_head_count", "head_dim", "scale_shape", "k_payload_len",
-    "v_payload_len", "scale_payload_len", "header_len", "total_len", "crc32", "hashes",
+    "v_payload_len", "scale_payload_len", "header_len", "total_len", "crc32", "hashes", "blob_kind",
 }  # fmt: skip
 
 

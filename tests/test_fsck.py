@@ -159,11 +159,10 @@ def test_non_canonical_names_and_the_adapters_own_entries(tmp_path: Path) -> Non
     assert doc["valid_blobs"] == 1
 
 
-@pytest.mark.xfail(strict=True, reason="needs the K-less reader of the serde branch")
 def test_k_less_blobs_are_counted_valid(tmp_path: Path) -> None:
     """A store of V-only blobs (upstream's split-tier serializer, ``k_payload_len = 0``) is
-    clean and its blobs are counted as K-less. fsck has no blob logic of its own: this
-    passes once the reference reader accepts K-less blobs (issue 20 item 1)."""
+    clean and its blobs are counted as K-less. fsck has no blob logic of its own: the
+    reference reader accepts K-less blobs (SPEC KV-K-ABSENT)."""
     chosen = _writer()
     if chosen.name == writers.ReferenceWriter.name:
         upstream_missing("lmcache is not installed: no writer of K-less blobs")

@@ -32,6 +32,13 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "KVRankFieldError",
         "DescriptorError",
     ),
+    # A serde's contract refusals (SERDE-*); upstream raises ValueError for them.
+    "SerdeError": (
+        "SerdeError",
+        "SerdeSlotError",
+        "DestinationTooSmallError",
+        "SerdeModeError",
+    ),
 }
 
 #: The family an operation's errors belong to (CacheEngineKey strings are protocol).
@@ -39,6 +46,7 @@ OP_FAMILIES = (
     ("proto.", "ProtocolError"),
     ("key.cache.", "ProtocolError"),
     ("key.", "KeyFormatError"),
+    ("serde.", "SerdeError"),
 )
 
 

@@ -60,6 +60,8 @@ class Operation:
     null_items: frozenset[str] = frozenset()
     #: capability flag -> the optional request fields it covers
     flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: fields a failed reply carries beside ``error`` and ``message`` (each may be null)
+    on_error: tuple[str, ...] = ()
 
     @property
     def request(self) -> tuple[str, ...]:
@@ -81,6 +83,10 @@ DTYPE_LISTS = frozenset({"dtypes"})
 _LOCATION = frozenset({"location"})
 _KEY_OPTIONAL = {"optional": OBJECT_KEY_DEFAULTED}
 _KEY_REPLY = (*OBJECT_KEY, *OBJECT_KEY_DEFAULTED)
+#: serde.deserialize's output slots (dtype and shape of each; null: no slot).
+_SLOTS = ("k_out_dtype", "k_out_shape", "v_out_dtype", "v_out_shape")
+#: serde.estimate's layouts, as key.layout's fields (null: no layout).
+_LAYOUTS = tuple(f"{s}_layout_{n}" for s in "kv" for n in ("dtypes", "ranks", "dims"))
 
 #: Every operation of protocol version 1, in TESTEE.md's order.
 TABLE: tuple[Operation, ...] = (
@@ -227,6 +233,32 @@ TABLE: tuple[Operation, ...] = (
         ("dtypes", "shape_ranks", "shape_dims"),
         ("dtypes", "shape_ranks", "shape_dims"),
     ),
+    # -- serde (TESTEE.md, "Serde operations"): one (K, V) group <-> one blob; a failed
+    # call's reply also carries the destination or slots, so that a refusal is seen to
+    # have written nothing
+    _op(
+        "serde.serialize",
+        ("mode", "scale_scope", "dtype", "shape", "k", "v", "capacity", "fill", "k_dtype_tag"),
+        ("written", "dst"),
+        optional=("scale_dtype",),
+        nullable=frozenset({"k", "v", "k_dtype_tag"}),
+        on_error=("dst",),
+    ),
+    _op(
+        "serde.deserialize",
+        ("mode", "scale_scope", "src", "fill", *_SLOTS),
+        ("k_out", "v_out"),
+        optional=("scale_dtype",),
+        nullable=frozenset({*_SLOTS, "k_out", "v_out"}),
+        on_error=("k_out", "v_out"),
+    ),
+    _op(
+        "serde.estimate",
+        ("mode", "scale_scope", "k_dtype_tag", *_LAYOUTS),
+        ("size",),
+        optional=("scale_dtype",),
+        nullable=frozenset({"k_dtype_tag", *_LAYOUTS}),
+    ),
 )
 
 #: Operation name -> its entry.
@@ -296,6 +328,15 @@ def reply_problem(op_name: str, reply: Mapping[str, Any]) -> str | None:
     if not ok:
         if not isinstance(reply.get("error"), str):
             return f"reply to {op_name}: field 'error' is missing or not a string"
+        known = {*REPLY_FRAMING, *ERROR_FIELDS, *op.on_error}
+        extra = sorted(set(reply) - known)
+        if extra:
+            return f"reply to {op_name}: field {extra[0]!r} is not a field of an error reply"
+        for name in op.on_error:
+            if reply.get(name) is not None:
+                problem = _value_problem(op, name, reply[name])
+                if problem is not None:
+                    return f"reply to {op_name}: field {name!r} {problem}"
         return None
     own = {name: value for name, value in reply.items() if name not in REPLY_FRAMING}
     for name in op.reply:

@@ -103,9 +103,16 @@ _RULES: tuple[Rule, ...] = (
         "KV-LEN",
         MUST,
         "Payload lengths are non-negative and agree with the dtypes and "
-        "shapes: whole K elements, as many V elements as K elements, scale bytes = "
+        "shapes: whole K elements, as many K elements as V elements or none, scale bytes = "
         "prod(scale_shape) x scale itemsize; readers reject a disagreement even when the "
         "CRC is valid.",
+    ),
+    Rule(
+        "KV-K-ABSENT",
+        MUST,
+        "A K-less blob (k_payload_len 0, V present, k_dtype recorded and checked) is valid: "
+        "V is checked against its scales and geometry, decode returns V and an empty K; a "
+        "blob with K but no V is rejected.",
     ),
     Rule(
         "KV-LEN-SUM",
@@ -169,6 +176,60 @@ _RULES: tuple[Rule, ...] = (
         "KV-ENCODE-REFUSE",
         MUST,
         "encode refuses (UnsupportedConfigError) to write a blob that readers would reject.",
+    ),
+    # -- the serde layer (SPEC.md, "The serde layer") -------------------------------------
+    Rule(
+        "SERDE-BYTES",
+        MUST,
+        "serialize writes the codec's blob of the same inputs (V-only: without K's section) "
+        "at the start of the destination, returns its length and writes nothing after it; "
+        "inputs the codec refuses are refused, typed, with nothing written.",
+    ),
+    Rule(
+        "SERDE-ESTIMATE",
+        MUST,
+        "estimate_serialized_size is never below what serialize writes, for every layout "
+        "group the serializer accepts.",
+    ),
+    Rule(
+        "SERDE-ESTIMATE-SCOPE",
+        SHOULD,
+        "estimate_serialized_size sizes every scope serialize accepts.",
+    ),
+    Rule(
+        "SERDE-DST-SMALL",
+        MUST,
+        "A destination smaller than the blob is a typed refusal; nothing is written into it.",
+    ),
+    Rule(
+        "SERDE-SLOTS",
+        MUST,
+        "Required slots (K and V; V-only: V, and K None) are checked with a typed refusal; "
+        "a None output slot is skipped, (None, None) is a no-op.",
+    ),
+    Rule(
+        "SERDE-UNTOUCHED",
+        MUST,
+        "An output slot nobody asked to fill (V-only: K) is never written, and a refused "
+        "deserialize has written no slot.",
+    ),
+    Rule(
+        "SERDE-CROSS-MODE",
+        MUST,
+        "The (K, V) reader refuses K of a K-less blob but reads its V; the V-only reader "
+        "refuses a blob with K; typed, nothing written.",
+    ),
+    Rule(
+        "SERDE-READ",
+        MUST,
+        "deserialize of serialize's output fills K bit-exact and V per Q-DEQUANT in the "
+        "slot's dtype, in every scope the serializer writes.",
+    ),
+    Rule(
+        "SERDE-FRAMED",
+        MUST,
+        "A deserializer reads the blob at the start of a capacity-sized source and ignores "
+        "the unused capacity after it; a corrupt blob is CorruptEncodedKVError.",
     ),
     # -- quantization -----------------------------------------------------------------------
     Rule(
@@ -299,7 +360,8 @@ _RULES: tuple[Rule, ...] = (
     Rule(
         "PROTO-RMETA-DTYPE",
         MUST,
-        "Every RemoteMetadata group has a real dtype: id 0 is refused and rejected.",
+        "Every RemoteMetadata group of a tensor format has a real dtype (id 0 refused and "
+        "rejected); a byte object (UNDEFINED, BINARY, BINARY_BUFFER) may have none.",
     ),
     # -- keys -------------------------------------------------------------------------------
     Rule(

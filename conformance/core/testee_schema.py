@@ -87,8 +87,26 @@ def _reply(op: Operation) -> dict[str, Any]:
         "properties": {"ok": {"type": "boolean"}},
         "if": {"properties": {"ok": {"const": True}}},
         "then": _object(["id", "ok", *op.reply], properties),
-        "else": {"$ref": "#/$defs/error_reply"},
+        "else": _error_reply(op) if op.on_error else {"$ref": "#/$defs/error_reply"},
     }
+
+
+def _error_reply(op: Operation) -> dict[str, Any]:
+    """The error reply of an operation whose failed replies carry more fields."""
+    extra = {name: {"anyOf": [_type_ref(op, name), {"type": "null"}]} for name in op.on_error}
+    return {
+        "description": f"A failed {op.name}: the error reply and {', '.join(op.on_error)}",
+        **_object(["id", "ok", ERROR_FIELDS[0]], {**ERROR_PROPERTIES, **extra}),
+    }
+
+
+#: The fields of every error reply (TESTEE.md, "Errors").
+ERROR_PROPERTIES: dict[str, Any] = {
+    "id": {"type": ["integer", "null"]},
+    "ok": {"const": False},
+    "error": {"type": "string"},
+    "message": {"type": ["string", "null"]},
+}
 
 
 def _hello() -> tuple[dict[str, Any], dict[str, Any]]:
@@ -140,15 +158,7 @@ def generate() -> dict[str, Any]:
     defs[f"type.{NAMES_OR_NULL}"] = {"type": "array", "items": {"type": ["string", "null"]}}
     defs["error_reply"] = {
         "description": "A failed operation: an error name (TESTEE.md, Errors) and a message",
-        **_object(
-            ["id", "ok", ERROR_FIELDS[0]],
-            {
-                "id": {"type": ["integer", "null"]},
-                "ok": {"const": False},
-                "error": {"type": "string"},
-                "message": {"type": ["string", "null"]},
-            },
-        ),
+        **_object(["id", "ok", ERROR_FIELDS[0]], ERROR_PROPERTIES),
     }
     defs["request.hello"], defs["reply.hello"] = _hello()
     for op in TABLE:

@@ -132,6 +132,27 @@ FIELD_TYPES: dict[str, FieldType] = {
     "full_attention": T.BOOL,
     "num_prefix_chunks": T.INT,
     "required_chunks": T.INTS,
+    # serde (TESTEE.md, "Serde operations")
+    "mode": T.NAME,
+    "k_dtype_tag": T.NAME,
+    "capacity": T.INT,
+    "fill": T.INT,
+    "written": T.INT,
+    "dst": T.BYTES,
+    "src": T.BYTES,
+    "k_out_dtype": T.NAME,
+    "k_out_shape": T.INTS,
+    "v_out_dtype": T.NAME,
+    "v_out_shape": T.INTS,
+    "k_out": T.BYTES,
+    "v_out": T.BYTES,
+    "k_layout_dtypes": T.NAMES,
+    "k_layout_ranks": T.INTS,
+    "k_layout_dims": T.INTS,
+    "v_layout_dtypes": T.NAMES,
+    "v_layout_ranks": T.INTS,
+    "v_layout_dims": T.INTS,
+    "size": T.INT,
 }
 
 

@@ -31,6 +31,7 @@ from lmckv.conformance.core.operations import (
     reply_problem,
 )
 from lmckv.conformance.core.tensor_bytes import tensor_bytes, tensor_from_bytes
+from lmckv.conformance.drivers import serde_ops
 from lmckv.conformance.drivers.base import Driver, DriverError, ImplInfo
 
 #: How the Python API names a CacheEngineKey tag in ``request_configs`` (upstream's
@@ -55,6 +56,7 @@ REQUIRED_NAMES: dict[str, tuple[str, tuple[str, ...]]] = {
     "key.window": ("keys", ("AttnWindowDesc",)),
     "key.window.hit": ("keys", ("AttnWindowDesc.required_chunks",)),
     "key.layout": ("keys", ("MemoryLayoutDesc",)),
+    "serde.": ("serde", serde_ops.CLASS_NAMES),
 }
 
 
@@ -150,11 +152,14 @@ class PythonDriver(Driver):
         kind: str = "python",
         version: str | None = None,
         label: str | None = None,
+        serde: Any = None,
     ) -> None:
         self.kv_codec = kv_codec
         self.protocol = protocol
         self.keys = keys
-        modules = [m for m in (kv_codec, protocol, keys) if isinstance(m, types.ModuleType)]
+        #: The serde classes (upstream's names), or None: no serde operations.
+        self.serde = serde
+        modules = [m for m in (kv_codec, protocol, keys, serde) if isinstance(m, types.ModuleType)]
         self.error_classes = _own_error_classes(modules)
         #: How skip reasons name the implementation ("lmcache 0.5.7rc2"); default its name.
         self.label = label or name
@@ -198,7 +203,21 @@ class PythonDriver(Driver):
         for cls, name in self.error_classes:
             if isinstance(exc, cls):
                 return name
+        if op.startswith("serde.") and self._serde_contract_error(exc):
+            return "SerdeError"
         return f"{RAW_PREFIX}{type(exc).__module__}.{type(exc).__qualname__}"
+
+    def _serde_contract_error(self, exc: BaseException) -> bool:
+        """A plain ValueError raised by the serde module's own code: the refusal LMCache's
+        serde contract prescribes (``multi.py``: "MUST raise ValueError"), typed as
+        SerdeError. A ValueError from deeper down (torch, the codec) stays raw."""
+        if type(exc) is not ValueError or exc.__traceback__ is None:
+            return False
+        tb = exc.__traceback__
+        while tb.tb_next is not None:
+            tb = tb.tb_next
+        modules = {getattr(self.serde, n).__module__ for n in serde_ops.CLASS_NAMES}
+        return tb.tb_frame.f_globals.get("__name__") in modules
 
     def call(self, op: str, **fields: Any) -> dict[str, Any]:
         method = self._operations().get(op)
@@ -212,6 +231,14 @@ class PythonDriver(Driver):
         try:
             with guard:
                 result = method(**fields)
+        except serde_ops.Refused as refused:
+            exc = refused.cause
+            return {
+                "ok": False,
+                "error": self.classify(exc, op),
+                "message": str(exc)[:500],
+                **refused.state,
+            }
         except Exception as exc:
             return {"ok": False, "error": self.classify(exc, op), "message": str(exc)[:500]}
         reply = {"ok": True, **result}
@@ -601,10 +628,33 @@ class PythonDriver(Driver):
             "shape_dims": [int(d) for s in desc.shapes for d in s],
         }
 
+    # -- serde ----------------------------------------------------------------------------
+
+    def op_serde_serialize(self, **fields: Any) -> dict[str, Any]:
+        return serde_ops.serialize(self.serde, self.kv_codec.ScaleScope, **fields)
+
+    def op_serde_deserialize(self, **fields: Any) -> dict[str, Any]:
+        return serde_ops.deserialize(self.serde, self.kv_codec.ScaleScope, **fields)
+
+    def op_serde_estimate(self, **fields: Any) -> dict[str, Any]:
+        return serde_ops.estimate(self.serde, self.kv_codec.ScaleScope, **fields)
+
+
+def _optional_submodule(package: str, name: str) -> types.ModuleType | None:
+    """``package.name``, or None when the package has no such module."""
+    try:
+        return importlib.import_module(f"{package}.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and f"{package}.{name}".startswith(exc.name):
+            return None
+        raise
+
 
 def load_package(package: str, name: str | None = None) -> PythonDriver:
-    """``python:PKG``: a package with ``PKG.kv_codec``, ``PKG.protocol``, ``PKG.keys``."""
+    """``python:PKG``: a package with ``PKG.kv_codec``, ``PKG.protocol``, ``PKG.keys`` and,
+    optionally, ``PKG.serde``."""
     mods = [importlib.import_module(f"{package}.{m}") for m in ("kv_codec", "protocol", "keys")]
     root = importlib.import_module(package)
     version = getattr(root, "__version__", None)
-    return PythonDriver(name or package, *mods, version=version)
+    serde = _optional_submodule(package, "serde")
+    return PythonDriver(name or package, *mods, version=version, serde=serde)

@@ -196,4 +196,17 @@ def load_upstream(name: str = "upstream") -> PythonDriver:
         key_namespace(),
         version=version,
         label=f"lmcache {version}",
+        serde=_serde_module(),
     )
+
+
+#: Where releases keep the AsymK16V8 serdes (0.5.6 and 0.5.7rc2: this module; neither
+#: registers them in ``serde/factory.py``, newer code does, as ``asym_k16_v8`` and
+#: ``asym_k16_v8_v_only``, with the same classes).
+SERDE_MODULES = ("lmcache.v1.distributed.serde.asym_k16_v8",)
+
+
+def _serde_module() -> types.ModuleType | None:
+    """The first module of :data:`SERDE_MODULES` the release has, or None (the serde
+    operations are then undeclared, naming the missing module)."""
+    return next((m for m in map(_optional_module, SERDE_MODULES) if m is not None), None)

@@ -946,6 +946,113 @@ def utf8_and_alias(cv: CodecVectors) -> None:
     )
 
 
+def _k_removed(blob: bytes) -> bytes:
+    """``blob`` with its K section removed, k_payload_len 0 and the CRC of the new payload:
+    the K-less blob of the same V (KV-K-ABSENT)."""
+    parsed = bl.parse(blob)
+    header = dataclasses.replace(parsed.header, k_payload_len=0, crc=None)
+    return bl.pack(header, parsed.payload[parsed.header.k_payload_len :])
+
+
+def k_absent(cv: CodecVectors, base: bytes) -> None:
+    """K-less blobs (KV-K-ABSENT), as upstream's V-only serializer writes them: valid ones,
+    then single-field edits of a valid K-less parent that break V's agreement with its
+    scales and geometry, or the recorded k_dtype, which every reader still checks."""
+    parent = "kv-k-absent-per_page_head-f16"
+    k_less = _k_removed(base)
+    cv.add_blob(
+        parent,
+        "KV-K-ABSENT",
+        "the base blob (PER_PAGE_HEAD, float16, [2, 4, 2, 8]) with K's 256 bytes removed, "
+        "k_payload_len 0, k_dtype float16 still recorded, CRC of V and scales: a K-less blob; "
+        "decode gives V, and K as an empty tensor",
+        k_less,
+        result="valid",
+        flags=["k-absent"],
+    )
+    bf16 = _edited(k_less, _set(k_dtype_id=3))
+    cv.add_blob(
+        "kv-k-absent-k-dtype-bfloat16",
+        "KV-K-ABSENT",
+        "the K-less parent recording k_dtype bfloat16 (the CRC does not cover it): valid",
+        bf16,
+        result="valid",
+        flags=["k-absent"],
+    )
+    one_f32 = struct.pack("<f", 1.0)
+    cv.add_blob(
+        "kv-k-absent-per_tensor-unset",
+        "KV-K-ABSENT",
+        "PER_TENSOR, geometry unset, 8 zero V elements, one float32 scale 1.0, no K "
+        "(the shape of upstream 0.5.6's V-only serializer's blobs): decodes flat",
+        _unset_blob(_set(v_payload_len=8, scale_payload_len=4), bytes(8) + one_f32),
+        result="valid",
+        flags=["k-absent"],
+    )
+    invalid: list[tuple[str, str, str, _Set]] = [
+        (
+            "kv-k-absent-k-dtype-float32",
+            "KV-K-DTYPE",
+            "k_dtype float32 (id 4) in the K-less parent: k_dtype is recorded and checked "
+            "even without K bytes",
+            _set(k_dtype_id=4),
+        ),
+        (
+            "kv-k-absent-heads",
+            "KV-SCALE-SHAPE",
+            "kv_head_count 4 in the K-less parent: V's (2, 2) scales disagree with it",
+            _set(kv_head_count=4),
+        ),
+        (
+            "kv-k-absent-head-dim",
+            "KV-LEN",
+            "head_dim 5 in the K-less parent: V's 128 elements are no whole number of "
+            "tokens of 2 heads x 5",
+            _set(head_dim=5),
+        ),
+        (
+            "kv-k-absent-page-size",
+            "KV-SCALE-SHAPE",
+            "page_size 3 in the K-less parent: V's 8 tokens are not 2 pages x 3",
+            _set(page_size=3),
+        ),
+        (
+            "kv-k-absent-scale-len",
+            "KV-LEN",
+            "v_payload_len 144, scale_payload_len 0 in the K-less parent: same total, the "
+            "scales moved into V",
+            _set(v_payload_len=144, scale_payload_len=0),
+        ),
+    ]
+    for vid, rule, comment, edit in invalid:
+        cv.add_blob(
+            vid,
+            rule,
+            comment,
+            _edited(k_less, edit),
+            result="invalid",
+            error=CORRUPT,
+            flags=["k-absent", "field-corrupt"],
+            parent=parent,
+            edit=edit_of(edit.fields),
+        )
+    parsed = bl.parse(base)
+    v_removed = dataclasses.replace(parsed.header, v_payload_len=0, crc=None)
+    k_len = parsed.header.k_payload_len
+    cv.add_blob(
+        "kv-k-absent-v-absent-instead",
+        "KV-K-ABSENT",
+        "the base blob with V's 128 bytes removed and v_payload_len 0, CRC recomputed: "
+        "K without V. Only K may be absent (V is what the scales describe)",
+        bl.pack(v_removed, parsed.payload[:k_len] + parsed.payload[k_len + 128 :]),
+        result="invalid",
+        error=CORRUPT,
+        flags=["k-absent", "field-corrupt"],
+        parent=cv.base_ids["base"],
+        edit=edit_of(["v_payload_len"], crc="recomputed", payload="changed"),
+    )
+
+
 def build(cv: CodecVectors) -> None:
     """All hand-built blob vectors, in a fixed order."""
     base = cv.base_blobs["base"]
@@ -958,3 +1065,4 @@ def build(cv: CodecVectors) -> None:
     hash_gate(cv, cv.base_blobs["hashes"])
     empty_and_overflow(cv)
     utf8_and_alias(cv)
+    k_absent(cv, base)

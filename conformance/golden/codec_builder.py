@@ -73,6 +73,8 @@ NOTES = {
     "hash-gate": "Read with expected hashes (KV-HASH-GATE).",
     "allocation": "A length field an unchecked reader would allocate or seek by.",
     "encode-refused": "An encode request the writer must refuse (no blob is produced).",
+    "k-absent": "A K-less blob (k_payload_len 0, k_dtype recorded): V and its scales only, as "
+    "upstream's V-only serializer writes them (KV-K-ABSENT).",
     "int64-overflow": "A product or sum of header fields exceeds 2^63 - 1: exact arithmetic "
     "rejects the blob; a reader computing in 64 bits must check for overflow.",
 }

@@ -675,6 +675,15 @@ def remote_metadata(ov: OpVectors) -> None:
         {"num_groups": 1, "msg": one + b"\x5a" * 64},
         flags=["groups", "hand-packed"],
     )
+    ov.add(
+        "proto-remote-read-binary-buffer-dtype-0",
+        "PROTO-RMETA-DTYPE",
+        "a BINARY_BUFFER object of 64 bytes with dtype id 0, as upstream's fs_connector "
+        "writes it: a byte object needs no dtype",
+        "proto.remote.read",
+        {"num_groups": 1, "msg": struct.pack("<7i", 64, 5, 0, 64, 0, 0, 0)},
+        flags=["groups", "hand-packed"],
+    )
     bad = [
         ("short", "PROTO-RMETA-GROUPS", "2 groups configured, 1 group of bytes", 2, one),
         (
@@ -747,6 +756,22 @@ def remote_metadata(ov: OpVectors) -> None:
             {"shape_ranks": [5, 1], "shape_dims": [1, 1, 1, 1, 1, 16]},
         ),
     ]
+    ov.add(
+        "proto-remote-write-binary-buffer-dtype-none",
+        "PROTO-RMETA-DTYPE",
+        "a BINARY_BUFFER object without dtype (written as id 0), as upstream's fs_connector "
+        "writes it",
+        "proto.remote.write",
+        {
+            "num_groups": 1,
+            "length": 64,
+            "fmt": 5,
+            "dtypes": [None],
+            "shape_ranks": [4],
+            "shape_dims": [64, 0, 0, 0],
+        },
+        flags=["groups"],
+    )
     for name, rule, comment, change in remote_refusals:
         ov.add(
             f"proto-remote-write-{name}",

@@ -46,6 +46,7 @@ from lmckv.conformance.core.observations import (
     split_reason,
 )
 from lmckv.conformance.core.resources import package_path
+from lmckv.conformance.runner import differences
 
 #: Set LMCKV_KNOWN_FAILURES_DIR to read the lists from another directory (self-tests do).
 KNOWN_FAILURES_DIR = Path(
@@ -299,10 +300,14 @@ class Verdicts:
         line = self.listed(test_id, impls)
         if line is None:
             return f"{UNEXPECTED_PASS}a known-failure line names this passing test: {test_id}"
+        where = line.where
+        entry = differences.entry_for(line.known.reason_for(test_id))
+        if entry is not None:  # the fixed finding's description goes too, or changes
+            where += f" (described in {entry}: update or remove that entry)"
         if line.test_id == test_id:
-            return f"{UNEXPECTED_PASS}delete {line.where}: {line.test_id}"
+            return f"{UNEXPECTED_PASS}delete {where}: {line.test_id}"
         return (
-            f"{UNEXPECTED_PASS}{line.where} ({line.test_id}) names this passing test: narrow "
+            f"{UNEXPECTED_PASS}{where} ({line.test_id}) names this passing test: narrow "
             f"the pattern or delete the line: {test_id}"
         )
 

@@ -27,6 +27,7 @@ from lmckv.reference_impl.kv_codec.header import (
     EncodedKV,
     ScaleScope,
     check_consistency,
+    check_writable,
     deserialize_header,
     pack_header_fields,
     serialize_header,
@@ -76,17 +77,6 @@ def _section(payload: memoryview, offset: int, length: int, dtype: torch.dtype) 
         warnings.simplefilter("ignore", UserWarning)
         view = torch.frombuffer(payload, dtype=dtype, offset=offset, count=count)
     return view.clone()
-
-
-#: Reader rules about one field's own range: a writer refusing such a value enforces that
-#: rule itself. Any other reader rule (fields that disagree) makes the refusal a case of
-#: KV-ENCODE-REFUSE.
-_FIELD_RULES = ("KV-IDS", "KV-GEOMETRY", "KV-K-DTYPE", "KV-V-DTYPE", "KV-SCALE-DTYPE")
-
-
-def _writer_rule(reader_rule: str | None) -> str:
-    """The rule a writer enforces when it refuses a blob that breaks ``reader_rule``."""
-    return reader_rule if reader_rule in _FIELD_RULES else "KV-ENCODE-REFUSE"
 
 
 class AsymK16V8Codec:
@@ -165,9 +155,10 @@ class AsymK16V8Codec:
 
     def encode(
         self,
-        k: torch.Tensor,
+        k: torch.Tensor | None,
         v: torch.Tensor,
         *,
+        k_dtype: torch.dtype | None = None,
         hashes: CodecHashes | None = None,
         layer_id: int = -1,
         chunk_id: int = -1,
@@ -183,8 +174,22 @@ class AsymK16V8Codec:
         """One blob from K and V (same shape). V is quantized per Q-SCALE/Q-ROUND unless
         ``precomputed_v_quant`` (with its scales) is given; ``precomputed_v_scales`` alone
         quantizes V with those static scales. CUDA inputs are quantized on the device and
-        copied to the host once. The result's ``blob`` holds header and payload."""
-        if k.shape != v.shape:
+        copied to the host once. The result's ``blob`` holds header and payload.
+
+        ``k=None`` writes a K-less blob (KV-K-ABSENT): V and its scales, k_payload_len 0,
+        and ``k_dtype`` (required then) recorded as the dtype of the K kept elsewhere.
+        Its bytes are those of the blob of (K, V) with K's section removed."""
+        if k is None:
+            if k_dtype is None:
+                raise UnsupportedConfigError(
+                    "a K-less blob records k_dtype: pass k_dtype=", rule="KV-K-ABSENT"
+                )
+            k = torch.empty(0, dtype=k_dtype, device=v.device)
+        elif k_dtype is not None and k_dtype != k.dtype:
+            raise UnsupportedConfigError(
+                f"k_dtype {k_dtype} disagrees with K's dtype {k.dtype}", rule="KV-ENCODE-REFUSE"
+            )
+        elif k.shape != v.shape:
             raise UnsupportedConfigError(
                 f"K shape {tuple(k.shape)} != V shape {tuple(v.shape)}; they must match",
                 rule="KV-ENCODE-REFUSE",
@@ -219,12 +224,7 @@ class AsymK16V8Codec:
             v_payload_len=v.numel(),
             scale_payload_len=scales.numel() * scales.element_size(),
         )
-        try:
-            check_consistency(enc)
-        except CorruptEncodedKVError as e:
-            raise UnsupportedConfigError(
-                f"refusing to write an inconsistent blob: {e}", rule=_writer_rule(e.rule)
-            ) from None
+        check_writable(enc)
         fields = pack_header_fields(enc)
         head_len = len(fields) + 4  # then payload_crc32
         buf = bytearray(head_len + enc.expected_payload_len())
@@ -321,7 +321,8 @@ class AsymK16V8Codec:
         page_axis: int | None = None,
         v_scales: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(K, V, scales) in their logical shape (see ``layout.logical_shape``).
+        """(K, V, scales) in their logical shape (see ``layout.logical_shape``); for a
+        K-less blob (KV-K-ABSENT) K is an empty 1-D tensor of ``k_dtype``.
 
         V stays FP8 unless ``out_v_dtype`` is a wider float, then it is dequantized per
         Q-DEQUANT in any scope. On CPU, K, V and the scales are views over the parsed
@@ -353,7 +354,9 @@ class AsymK16V8Codec:
         scales = _section(payload, s_off, enc.scale_payload_len, enc.scale_dtype)
         scales = scales.view(enc.scale_shape)
         if ls is not None:
-            k, v = k.view(ls.shape), v.view(ls.shape)
+            v = v.view(ls.shape)
+            if enc.has_k:  # a K-less blob's K stays an empty 1-D tensor (KV-K-ABSENT)
+                k = k.view(ls.shape)
         if device is not None and torch.device(device).type != "cpu":
             k, v, scales = k.to(device), v.to(device), scales.to(device)
         if out_k_dtype is not None and out_k_dtype != k.dtype:

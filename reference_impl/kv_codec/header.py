@@ -148,6 +148,17 @@ class EncodedKV:
         """KV-LEN-SUM: the payload is exactly K, V and scale bytes back to back."""
         return self.k_payload_len + self.v_payload_len + self.scale_payload_len
 
+    @property
+    def has_k(self) -> bool:
+        """False for a K-less blob (KV-K-ABSENT): V and its scales, no K bytes, while
+        ``k_dtype`` still records the dtype of the K held elsewhere."""
+        return not (self.k_payload_len == 0 and self.v_payload_len > 0)
+
+    @property
+    def element_count(self) -> int:
+        """The number of elements of V, and of K when the blob has K (KV-LEN)."""
+        return self.v_payload_len // self.v_dtype.itemsize
+
 
 def _dtype_id(dtype: torch.dtype | None) -> int:
     try:
@@ -235,8 +246,51 @@ def _out_of_range_rule(enc: EncodedKV) -> str:
     return "KV-ENCODE-REFUSE"
 
 
+#: Reader rules about one field's own range: a writer refusing such a value enforces that
+#: rule itself. Any other reader rule (fields that disagree) makes the refusal a case of
+#: KV-ENCODE-REFUSE.
+_FIELD_RULES = (
+    "KV-IDS",
+    "KV-GEOMETRY",
+    "KV-K-DTYPE",
+    "KV-V-DTYPE",
+    "KV-SCALE-DTYPE",
+    "KV-K-ABSENT",
+)
+
+
+def writer_rule(reader_rule: str | None) -> str:
+    """The rule a writer enforces when it refuses a blob that breaks ``reader_rule``."""
+    return reader_rule if reader_rule in _FIELD_RULES else "KV-ENCODE-REFUSE"
+
+
+def check_writable(enc: EncodedKV) -> None:
+    """KV-ENCODE-REFUSE: ``enc``'s header is one the reader accepts (dtypes, ids, geometry,
+    lengths, scale shape); raises UnsupportedConfigError naming the broken rule."""
+    for dtype, allowed, what in (
+        (enc.k_dtype, K_DTYPES, "k_dtype"),
+        (enc.v_dtype, V_DTYPES, "v_dtype"),
+        (enc.scale_dtype, SCALE_DTYPES, "scale_dtype"),
+    ):
+        if dtype not in allowed:
+            raise UnsupportedConfigError(
+                f"{what} {dtype} is not allowed in a v1 blob",
+                rule=f"KV-{what.removesuffix('_dtype').upper()}-DTYPE",
+            )
+    try:
+        check_consistency(enc)
+    except CorruptEncodedKVError as e:
+        raise UnsupportedConfigError(
+            f"refusing to write an inconsistent blob: {e}", rule=writer_rule(e.rule)
+        ) from None
+
+
 def serialize_header(enc: EncodedKV) -> bytes:
-    """The header of ``enc``, ending with the CRC-32 of ``enc.payload`` (KV-CRC)."""
+    """The header of ``enc``, ending with the CRC-32 of ``enc.payload`` (KV-CRC).
+
+    Refuses (UnsupportedConfigError) a header the reader would reject: KV-ENCODE-REFUSE
+    holds for every writer, not only ``encode``."""
+    check_writable(enc)
     if len(enc.payload) != enc.expected_payload_len():
         raise UnsupportedConfigError(
             f"payload is {len(enc.payload)} bytes but K({enc.k_payload_len}) + "
@@ -431,9 +485,14 @@ def _check_fields(enc: EncodedKV) -> None:
         )
     k_elems = enc.k_payload_len // k_item
     v_elems = enc.v_payload_len // enc.v_dtype.itemsize
-    if k_elems != v_elems:
+    if k_elems and not v_elems:
         raise CorruptEncodedKVError(
-            f"K holds {k_elems} elements but V holds {v_elems}; K and V share one shape",
+            f"K holds {k_elems} elements but V none: only K may be absent", rule="KV-K-ABSENT"
+        )
+    if k_elems != v_elems and k_elems:  # K holds V's elements, or none (KV-K-ABSENT)
+        raise CorruptEncodedKVError(
+            f"K holds {k_elems} elements but V holds {v_elems}; K and V share one shape "
+            "(or K is absent: k_payload_len 0)",
             rule="KV-LEN",
         )
     if enc.scale_payload_len != scale_elems * enc.scale_dtype.itemsize:
@@ -444,13 +503,13 @@ def _check_fields(enc: EncodedKV) -> None:
             rule="KV-LEN",
         )
     heads, dim = enc.kv_head_count, enc.head_dim
-    if heads > 0 and dim > 0 and k_elems % (heads * dim):
+    if heads > 0 and dim > 0 and v_elems % (heads * dim):
         raise CorruptEncodedKVError(
-            f"{k_elems} elements are not a whole number of tokens of "
+            f"{v_elems} elements are not a whole number of tokens of "
             f"kv_head_count {heads} x head_dim {dim}",
             rule="KV-LEN",
         )
-    _check_scale_shape(enc, k_elems)
+    _check_scale_shape(enc, v_elems)
 
 
 def _check_scale_shape(enc: EncodedKV, elems: int) -> None:

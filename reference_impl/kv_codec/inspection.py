@@ -17,6 +17,8 @@ def header_record(enc: EncodedKV) -> dict[str, Any]:
     header = enc.header_bytes or b""
     return {
         "version": 1,
+        # KV-K-ABSENT: "v_only" for a K-less blob (V and scales; K is held elsewhere)
+        "blob_kind": "kv" if enc.has_k else "v_only",
         "scale_scope": enc.scale_scope.name,
         "k_dtype": dtype_name(enc.k_dtype),
         "v_dtype": dtype_name(enc.v_dtype),

@@ -49,7 +49,7 @@ def logical_shape(enc: EncodedKV, layout: str | None = None) -> LogicalShape | N
             f"kv_layout {name!r} is not one of {LAYOUTS}; pass layout= or shape= to decode",
             rule="KV-LAYOUT-NAME",
         )
-    elems = enc.k_payload_len // enc.k_dtype.itemsize
+    elems = enc.element_count
     found = _tokens(enc, elems)
     if found is None:
         return None
@@ -73,7 +73,7 @@ def explicit_shape(
     enc: EncodedKV, shape: tuple[int, ...], head_axis: int, page_axis: int | None
 ) -> LogicalShape:
     """A caller-given shape, checked against the payload's element count."""
-    elems = enc.k_payload_len // enc.k_dtype.itemsize
+    elems = enc.element_count
     if math.prod(shape) != elems or any(d < 0 for d in shape):
         raise UnsupportedConfigError(
             f"shape {shape} does not hold the blob's {elems} elements", rule="KV-LOGICAL-SHAPE"

@@ -22,6 +22,7 @@ import torch
 from lmckv.reference_impl.protocol.buffers import byte_view
 from lmckv.reference_impl.protocol.dtype_ids import dtype_from_id, dtype_to_id
 from lmckv.reference_impl.protocol.errors import RemoteMetadataError
+from lmckv.reference_impl.protocol.framing import TENSOR_FORMATS
 from lmckv.reference_impl.protocol.int32 import require_int32
 from lmckv.reference_impl.protocol.memory_format import (
     MemoryFormat,
@@ -94,7 +95,7 @@ class RemoteMetadata:
 
     length: int
     shapes: list[torch.Size]
-    dtypes: list[torch.dtype]
+    dtypes: list[torch.dtype | None]
     fmt: MemoryFormat
 
     def _params(self) -> tuple[struct.Struct, list[int]]:
@@ -114,9 +115,10 @@ class RemoteMetadata:
             memory_format_to_id(self.fmt),
         ]
         for index, (shape, dtype) in enumerate(zip(self.shapes, self.dtypes, strict=True)):
-            if dtype is None:
+            if dtype is None and self.fmt in TENSOR_FORMATS:  # byte objects may have none
                 raise RemoteMetadataError(
-                    f"group {index} has no dtype (PROTO-RMETA-DTYPE)", rule="PROTO-RMETA-DTYPE"
+                    f"group {index} of a tensor format has no dtype (PROTO-RMETA-DTYPE)",
+                    rule="PROTO-RMETA-DTYPE",
                 )
             params.append(dtype_to_id(dtype))
             params.extend(pad_shape_to_4d(shape))
@@ -175,12 +177,13 @@ class RemoteMetadata:
             raise RemoteMetadataError(f"negative length field {length}", rule="PROTO-LENGTH-NONNEG")
         fmt = memory_format_from_id(fmt_id)
         shapes: list[torch.Size] = []
-        dtypes: list[torch.dtype] = []
+        dtypes: list[torch.dtype | None] = []
         for base in range(2, len(values), 5):
             dtype = dtype_from_id(values[base])
-            if dtype is None:
+            if dtype is None and fmt in TENSOR_FORMATS:  # byte objects may have none
                 raise RemoteMetadataError(
-                    f"group {len(shapes)} has dtype id 0 (no dtype)", rule="PROTO-RMETA-DTYPE"
+                    f"group {len(shapes)} of a tensor format has dtype id 0 (no dtype)",
+                    rule="PROTO-RMETA-DTYPE",
                 )
             dtypes.append(dtype)
             shapes.append(strip_shape_padding(values[base + 1 : base + 5], fmt))

@@ -140,10 +140,13 @@ int lk_blob_check_consistency(const lk_blob *b, const char *cls, lk_err *err)
     if (b->k_payload_len % 2 != 0)
         return lk_fail(err, cls, "k_payload_len %lld is not a whole number of 16-bit elements",
                        (long long)b->k_payload_len);
-    k_elems = b->k_payload_len / 2;
-    if (k_elems != b->v_payload_len)
-        return lk_fail(err, cls, "K holds %lld elements but V holds %lld", (long long)k_elems,
-                       (long long)b->v_payload_len);
+    /* KV-LEN, KV-K-ABSENT: K holds V's elements, or none (a K-less blob) */
+    if (b->k_payload_len != 0 && b->v_payload_len == 0)
+        return lk_fail(err, cls, "K holds elements but V none: only K may be absent");
+    if (b->k_payload_len != 0 && b->k_payload_len / 2 != b->v_payload_len)
+        return lk_fail(err, cls, "K holds %lld elements but V holds %lld",
+                       (long long)(b->k_payload_len / 2), (long long)b->v_payload_len);
+    k_elems = b->v_payload_len; /* the element count, of V (and of K when present) */
     for (i = 0; i < b->scale_shape_n; i++) {
         if (b->scale_shape[i] == 0) {
             scale_elems = 0;
@@ -422,7 +425,7 @@ int lk_blob_logical_shape(const lk_blob *b, int64_t shape[4], int *rank, lk_err 
 {
     lk_span layout = b->hashes[LK_NHASHES - 1];
     int head_major, hd_over;
-    int64_t elems = b->k_payload_len / 2, heads = b->kv_head_count, dim = b->head_dim;
+    int64_t elems = b->v_payload_len, heads = b->kv_head_count, dim = b->head_dim;
     int64_t hd = 0, tokens, pages = 0;
     if (layout.n == 0 || lk_span_eq_cstr(layout, "NHD"))
         head_major = 0;

@@ -214,7 +214,12 @@ static int op_codec_decode(const lk_request *r, lk_jwriter *w, lk_err *err)
     lk_ok(w);
     lk_field_hex(w, "k", lk_span_of(b.payload.p, k_len));
     lk_field_name(w, "k_dtype", lk_dtype_name_of(b.k_dtype_id));
-    lk_field_ints64(w, "k_shape", shape, (size_t)rank);
+    if (k_len == 0 && v_len != 0) { /* KV-K-ABSENT: no K, an empty 1-D K */
+        int64_t none = 0;
+        lk_field_ints64(w, "k_shape", &none, 1);
+    } else {
+        lk_field_ints64(w, "k_shape", shape, (size_t)rank);
+    }
     lk_field_hex(w, "v", v_out);
     lk_jw_key(w, "v_dtype");
     lk_jw_str(w, out_v);
@@ -563,7 +568,10 @@ static int op_proto_remote_read(const lk_request *r, lk_jwriter *w, lk_err *err)
     for (g = 0; g < m.groups; g++) {
         if (g)
             lk_jw_raw(w, ",");
-        lk_jw_cstr(w, m.dtypes[g]->name);
+        if (m.dtypes[g] == NULL) /* a byte object without dtype (PROTO-RMETA-DTYPE) */
+            lk_jw_raw(w, "null");
+        else
+            lk_jw_cstr(w, m.dtypes[g]->name);
     }
     lk_jw_raw(w, "]");
     lk_jw_key(w, "shape_ranks");

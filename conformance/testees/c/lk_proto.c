@@ -11,6 +11,13 @@ const char *lk_location_name(int32_t id)
     return (id >= 1 && id <= 2) ? LK_LOCATIONS[id] : NULL;
 }
 
+/* PROTO-RMETA-DTYPE: a tensor format's groups have a dtype; the byte formats UNDEFINED (0),
+ * BINARY (4) and BINARY_BUFFER (5) may have none. */
+static int lk_tensor_fmt(int32_t fmt)
+{
+    return fmt != 0 && fmt != 4 && fmt != 5;
+}
+
 /* PROTO-SHAPE-PAD: drop trailing zero slots, keeping one, except for BINARY (4) and
  * BINARY_BUFFER (5). PROTO-SHAPE-DIMS: every slot is in [0, 2^31 - 1]. */
 static int lk_unpad_shape(const uint8_t *p, int32_t fmt, lk_shape *out, lk_err *err)
@@ -160,7 +167,7 @@ int lk_remote_meta_read(lk_span msg, lk_int groups, lk_arena *arena, lk_remote_m
         const uint8_t *p = msg.p + LK_RMETA_HEADER_LEN + LK_RMETA_GROUP_LEN * g;
         if (lk_read_dtype(lk_rd_i32(p), &out->dtypes[g], err))
             return -1;
-        if (out->dtypes[g] == NULL) /* PROTO-RMETA-DTYPE */
+        if (out->dtypes[g] == NULL && lk_tensor_fmt(out->fmt)) /* PROTO-RMETA-DTYPE */
             return lk_fail(err, LK_RMETA, "group %lu has dtype id 0 (no dtype)",
                            (unsigned long)g);
         if (lk_unpad_shape(p + 4, out->fmt, &out->shapes[g], err))
@@ -313,7 +320,7 @@ int lk_remote_meta_write(lk_int groups, lk_int length, lk_int fmt, const lk_span
     for (g = 0; g < n_shapes; g++) {
         uint8_t *q = p + LK_RMETA_HEADER_LEN + LK_RMETA_GROUP_LEN * g;
         int32_t id;
-        if (dtypes[g] == NULL) /* PROTO-RMETA-DTYPE */
+        if (dtypes[g] == NULL && lk_tensor_fmt((int32_t)fmt.v)) /* PROTO-RMETA-DTYPE */
             return lk_fail(err, LK_RMETA, "group %lu has no dtype", (unsigned long)g);
         if (lk_write_dtype_id(dtypes[g], &id, err) ||
             lk_pad_shape(shapes[g].dims, shapes[g].rank, q + 4, err))
