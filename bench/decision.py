@@ -26,8 +26,10 @@ per row (a per-row test at alpha over ~100 rows raises a false alarm somewhere i
    (Mann-Whitney's smallest p is ``1 / C(n + m, n)``, the signed-rank test's ``2 ** -n``)
    is inconclusive, saying how many processes it needs.
 5. **Drift between separate runs is not controlled**, and the output says so; where it is
-   visible (a limit row itself moved by more than ``drift_bound`` between the files: the
-   machine changed between the runs), a regression becomes ``inconclusive``.
+   visible (a kind of limit itself moved by more than ``drift_bound`` between the files:
+   the machine changed between the runs), a regression becomes ``inconclusive`` unless the
+   lower end of its 90% interval exceeds the minimum effect compounded with the largest
+   movement of a limit (a 4x slowdown is not explained by a limit that moved 20%).
 6. **The rows that carried a regression** are listed: the operation's rows whose own
    estimate is at least the minimum effect, largest first.
 """
@@ -203,6 +205,8 @@ def decide(
     for ident in sorted(values):
         by_op.setdefault(op_of(ident), []).append(ident)
     drift = () if paired else drifted_limits(base, head, limit_ids, drift_bound, kind_of=impl_of)
+    # how far the drift seen could move a row relative to its limit, either way
+    moved = max((max(r, 1.0 / r) for _, r in drift), default=1.0)
     threshold = alpha / max(len(by_op), 1)  # Holm's first (strictest) threshold
     tests = {}
     for op, ids in by_op.items():
@@ -221,7 +225,7 @@ def decide(
         ratio, low, high = _estimate(b, h, paired=paired)
         smallest = min_p_paired(len(b)) if paired else min_p_unpaired(len(b), len(h))
         carried: tuple[tuple[str, float], ...] = ()
-        if op in rejected and ratio >= bound and drift:
+        if op in rejected and ratio >= bound and drift and low < bound * moved:
             outcome = "inconclusive"
             reason = (
                 f"slower by {ratio - 1:+.1%}, but the limits moved between the runs "
@@ -230,6 +234,8 @@ def decide(
             )
         elif op in rejected and ratio >= bound:
             outcome, reason = "regression", f"Holm-rejected at family-wise alpha {alpha:g}"
+            if drift:
+                reason += f", and beyond what the limits' drift (x{moved:.2f}) could explain"
             carried = _carriers(ids, values, bound, paired=paired)
         elif p_faster <= threshold and ratio <= 1.0 / bound:
             outcome, reason = "improvement", f"p_faster {p_faster:.2g} <= {threshold:.2g}"

@@ -217,6 +217,11 @@ def test_limits_that_moved_between_runs_make_a_slowdown_inconclusive() -> None:
     assert decision.exit_code == EXIT_INCONCLUSIVE
     assert all("limits moved" in d.reason for d in decision.ops)
     assert compare_rows(base, head, drift_bound=0.5)[1].exit_code == EXIT_REGRESSION
+    # a slowdown far beyond what the limits' movement could explain is still a regression
+    slower = synthetic_run(3, limit_factor=0.75, slowdown={"encode": 2.0})
+    _, beyond = compare_rows(base, slower)
+    encode = next(d for d in beyond.ops if d.op == "encode")
+    assert beyond.drift and encode.outcome == "regression" and "drift" in encode.reason
 
 
 def test_compare_on_files_whose_limits_moved_exits_3_and_says_why(
