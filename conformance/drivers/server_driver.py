@@ -43,6 +43,7 @@ STOP_TIMEOUT = 5.0
 #: The reference server as the suite starts it: small enough to test its bounds quickly.
 REFERENCE_CAPACITY = 8 << 20
 REFERENCE_IDLE_TIMEOUT = 2.0
+REFERENCE_MAX_CONNECTIONS = 64
 
 
 def _die_with_parent() -> None:
@@ -87,6 +88,8 @@ class ServerDriver(Driver):
         capacity_bytes: int | None = None,
         idle_timeout: float | None = None,
         env: dict[str, str] | None = None,
+        max_connections: int | None = None,
+        memory_bound: int | None = None,
     ) -> None:
         self.info = ImplInfo(name=name, kind="server", version=version, capabilities=[])
         self.command = command
@@ -96,6 +99,10 @@ class ServerDriver(Driver):
         self.capacity_bytes = capacity_bytes
         #: The server's stated idle timeout in seconds (None: it states none).
         self.idle_timeout = idle_timeout
+        #: The server's stated connection limit (None: it states none).
+        self.max_connections = max_connections
+        #: The most resident memory the server states it holds (None: it states none).
+        self.memory_bound = memory_bound
         self.env = env
         self.process: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
@@ -220,6 +227,7 @@ def reference_server(
     the server's default)."""
     command = [sys.executable, "-m", "lmckv", "serve", "--port", "{port}"]
     command += ["--capacity-bytes", str(capacity_bytes)]
+    command += ["--max-connections", str(REFERENCE_MAX_CONNECTIONS)]
     if idle_timeout is not None:
         command += ["--idle-timeout", str(idle_timeout)]
     return ServerDriver(
@@ -229,6 +237,9 @@ def reference_server(
         start_timeout=REFERENCE_START_TIMEOUT,
         capacity_bytes=capacity_bytes,
         idle_timeout=idle_timeout,
+        max_connections=REFERENCE_MAX_CONNECTIONS,
+        # PROTO-SRV-MEMORY as `lmckv serve` states it (reference_impl.protocol.server).
+        memory_bound=capacity_bytes + (320 << 20) + REFERENCE_MAX_CONNECTIONS * (640 << 10),
     )
 
 
