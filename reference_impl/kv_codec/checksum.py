@@ -11,6 +11,7 @@ from __future__ import annotations
 from zlib_ng import zlib_ng
 
 
-def payload_crc32(data: bytes | bytearray | memoryview) -> int:
-    """The u32 stored in ``payload_crc32``: CRC-32 (IEEE) of ``data``."""
-    return zlib_ng.crc32(data) & 0xFFFFFFFF
+def payload_crc32(data: bytes | bytearray | memoryview, start: int = 0) -> int:
+    """The u32 stored in ``payload_crc32``: CRC-32 (IEEE) of ``data``; with ``start``, the
+    CRC-32 of what came before ``data`` then ``data`` (for computing it in pieces)."""
+    return zlib_ng.crc32(data, start) & 0xFFFFFFFF

@@ -536,6 +536,19 @@ def deserialize_header(
         raise CorruptEncodedKVError(
             f"not a contiguous byte buffer: {e}", rule="KV-TRUNCATED"
         ) from None
+    enc, header_len, crc = read_header(mv)
+    end = check_extent(header_len, enc.expected_payload_len(), len(mv), allow_trailing)
+    enc.payload = mv[header_len:end]
+    check_crc(crc, payload_crc32(enc.payload))
+    enc.header_bytes = bytes(mv[:header_len])
+    return enc
+
+
+def read_header(mv: memoryview) -> tuple[EncodedKV, int, int]:
+    """The header at the start of ``mv``, checked up to and including its consistency
+    (every rule of ``deserialize_header`` before the payload extent): the fields (no
+    payload), the header's length and the stored CRC. ``mv`` need not hold the payload;
+    a header cut short raises KV-TRUNCATED."""
     r = _Reader(mv)
     (magic, version, scope_id, k_id, v_id, s_id, reserved, *geometry) = r.take(
         _FIXED, "fixed header"
@@ -584,24 +597,31 @@ def deserialize_header(
         scale_payload_len=s_len,
     )
     check_consistency(enc)
-    end = r.off + enc.expected_payload_len()
-    if end > len(mv):
+    return enc, r.off, crc
+
+
+def check_extent(header_len: int, payload_len: int, available: int, allow_trailing: bool) -> int:
+    """KV-LEN-SUM and KV-TRAILING: where the payload ends, given ``available`` bytes from
+    the start of the blob."""
+    end = header_len + payload_len
+    if end > available:
         raise CorruptEncodedKVError(
-            f"payload truncated: header ends at {r.off}, {enc.expected_payload_len()} "
-            f"payload bytes declared, buffer holds {len(mv)}",
+            f"payload truncated: header ends at {header_len}, {payload_len} "
+            f"payload bytes declared, buffer holds {available}",
             rule="KV-LEN-SUM",
         )
-    if end < len(mv) and not allow_trailing:
+    if end < available and not allow_trailing:
         raise CorruptEncodedKVError(
-            f"{len(mv) - end} bytes follow the payload (pass allow_trailing=True to ignore)",
+            f"{available - end} bytes follow the payload (pass allow_trailing=True to ignore)",
             rule="KV-TRAILING",
         )
-    enc.payload = mv[r.off : end]
-    computed = payload_crc32(enc.payload)
-    if computed != crc:
+    return end
+
+
+def check_crc(stored: int, computed: int) -> None:
+    """KV-CRC: the stored checksum matches the payload's."""
+    if computed != stored:
         raise CorruptEncodedKVError(
-            f"payload CRC-32 mismatch: header says {crc:#010x}, payload gives {computed:#010x}",
+            f"payload CRC-32 mismatch: header says {stored:#010x}, payload gives {computed:#010x}",
             rule="KV-CRC",
         )
-    enc.header_bytes = bytes(mv[: r.off])
-    return enc
