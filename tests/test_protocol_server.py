@@ -11,6 +11,7 @@ import time
 import pytest
 import torch
 
+from lmckv.reference_impl.protocol import server_budget
 from lmckv.reference_impl.protocol.memory_format import MemoryFormat
 from lmckv.reference_impl.protocol.server import (
     ENTRY_OVERHEAD,
@@ -109,14 +110,30 @@ def test_budget_charges_payloads_in_flight_and_pinned_replies() -> None:
     pinned = store.get("a")
     assert pinned is not None
     store.pin(pinned)
-    assert store.reserve(2 * (100 + ENTRY_OVERHEAD))  # fits beside a and b
-    assert not store.reserve(2 * (100 + ENTRY_OVERHEAD))  # b evicted, a pinned: no room
+    held = store.reserve(2 * (100 + ENTRY_OVERHEAD))  # fits beside a and b
+    assert held is not None
+    assert store.reserve(2 * (100 + ENTRY_OVERHEAD)) is None  # b evicted, a pinned: no room
     assert "b" not in store and "a" in store and store.refusals == 1
-    store.release(2 * (100 + ENTRY_OVERHEAD))
+    store.release(held)
     assert store.put("a", _entry(100))  # replaces a while a reply still sends the old one
     assert store.lingering == 100 + ENTRY_OVERHEAD
     store.unpin(pinned)
     assert store.lingering == 0 and store.charged == store.size == 100 + ENTRY_OVERHEAD
+
+
+def test_a_stalled_payload_is_reclaimed_for_another_put(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PROTO-SRV-BUDGET: a reservation that made no progress for STALL_GRACE is reclaimed
+    (its connection aborted) when another PUT needs the room; a fresh one is not."""
+    store = Store(1000)
+    aborted: list[str] = []
+    stalled = store.reserve(900, abort=lambda: aborted.append("stalled"))
+    assert stalled is not None and store.reserve(500) is None and not aborted  # too fresh
+    stalled.progress -= server_budget.STALL_GRACE
+    held = store.reserve(500)
+    assert held is not None and aborted == ["stalled"] and not stalled.live
+    assert store.reclaims == 1 and store.reserved == 500
+    assert not store.commit("k", _entry(10), stalled)  # its PUT cannot store any more
+    assert store.commit("k", _entry(10), held) and store.reserved == 0
 
 
 @pytest.mark.parametrize(

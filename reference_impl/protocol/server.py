@@ -37,6 +37,7 @@ from lmckv.reference_impl.protocol.memory_format import MemoryFormat
 from lmckv.reference_impl.protocol.server_budget import (
     ENTRY_OVERHEAD,
     Entry,
+    Reservation,
     Slot,
     Slots,
     Store,
@@ -71,6 +72,9 @@ CONNECTION_BYTES = READ_PIECE + 256 * 1024 + WRITE_HIGH_WATER + WRITE_PIECE
 #: stated with a margin over the 222 MiB measured on Linux x86-64 (PROTO-SRV-MEMORY).
 BASE_BYTES = 320 << 20
 DEFAULT_CAPACITY = 1 << 30
+#: Connections the kernel queues before they are accepted: a flood of connections that
+#: are accepted and reclaimed must not make a client's connect wait for a SYN retry.
+LISTEN_BACKLOG = 1024
 DEFAULT_MAX_CONNECTIONS = 256
 DEFAULT_IDLE_TIMEOUT = 30.0
 DEFAULT_WAIT_TIMEOUT = 120.0
@@ -172,15 +176,18 @@ async def _read_header(
     return first + rest
 
 
-async def _read_payload(reader: asyncio.StreamReader, length: int, idle: float) -> bytearray:
+async def _read_payload(
+    reader: asyncio.StreamReader, length: int, idle: float, held: Reservation
+) -> bytearray:
     """Exactly ``length`` bytes, read in pieces of at most READ_PIECE, each within ``idle``
-    seconds: memory grows with what arrives, never by the length field
-    (PROTO-SRV-UNTRUSTED-LENGTH, PROTO-SRV-DEADLINES)."""
+    seconds (each marks progress on ``held``): memory grows with what arrives, never by
+    the length field (PROTO-SRV-UNTRUSTED-LENGTH, PROTO-SRV-DEADLINES)."""
     data = bytearray()
     while len(data) < length:
         try:
             async with asyncio.timeout(idle):
                 data += await reader.readexactly(min(READ_PIECE, length - len(data)))
+            held.progress = time.monotonic()
         except TimeoutError as exc:
             raise CloseConnection("payload stalled") from exc
         except asyncio.IncompleteReadError as exc:
@@ -204,6 +211,7 @@ async def _send(writer: ReplySink, parts: Sequence[bytes | bytearray], idle: flo
 
 async def _put(
     reader: asyncio.StreamReader,
+    writer: ReplySink,
     meta: ClientMetaMessage,
     slots: tuple[int, int, int, int],
     store: Store,
@@ -216,17 +224,19 @@ async def _put(
     wanted = expected_length(meta.fmt, meta.dtype, meta.shape)
     if wanted is not None and wanted != meta.length:
         raise CloseConnection(f"length {meta.length} but shape x dtype {wanted}")
-    cost = meta.length + ENTRY_OVERHEAD
-    if not store.reserve(cost):
+    held = store.reserve(meta.length + ENTRY_OVERHEAD, abort=writer.close)
+    if held is None:
         raise CloseConnection(f"no room in the budget for {meta.length} payload bytes")
     try:
-        data = await _read_payload(reader, meta.length, config.idle_timeout)
+        data = await _read_payload(reader, meta.length, config.idle_timeout, held)
     except BaseException:
-        store.release(cost)
+        store.release(held)  # nothing when it was reclaimed already
         raise
+    if not held.live:  # reclaimed as it completed: the connection is closing
+        raise CloseConnection("payload stalled while another PUT needed its room")
     entry = Entry(meta.fmt, meta.dtype, slots, data)
     entry.reply = _reply(ServerReturnCode.SUCCESS, entry)
-    store.commit(meta.key.to_string(), entry, cost)
+    store.commit(meta.key.to_string(), entry, held)
 
 
 async def _get(writer: ReplySink, key: str, store: Store, config: ServerConfig) -> None:
@@ -247,7 +257,8 @@ async def _list(writer: ReplySink, store: Store, config: ServerConfig) -> None:
     no room for it (PROTO-SRV-LIST, PROTO-SRV-BUDGET)."""
     keys = store.keys()
     size = max(len(keys) - 1, 0) + sum(len(k.encode("utf-8")) for k in keys)
-    if not store.reserve(size):
+    held = store.reserve(size)
+    if held is None:
         await _send(writer, [_reply(ServerReturnCode.FAIL)], config.idle_timeout)
         return
     try:
@@ -255,7 +266,7 @@ async def _list(writer: ReplySink, store: Store, config: ServerConfig) -> None:
         del keys
         await _send(writer, [head, payload], config.idle_timeout)
     finally:
-        store.release(size)
+        store.release(held)
 
 
 async def handle_requests(
@@ -277,7 +288,7 @@ async def handle_requests(
                 raise CloseConnection(f"{meta.command.name} with length {meta.length}")
             if meta.command == ClientCommand.PUT:
                 s = CLIENT_META_STRUCT.unpack(header)[5:9]
-                await _put(reader, meta, (s[0], s[1], s[2], s[3]), store, config)
+                await _put(reader, writer, meta, (s[0], s[1], s[2], s[3]), store, config)
             elif meta.command == ClientCommand.GET:
                 await _get(writer, meta.key.to_string(), store, config)
             elif meta.command == ClientCommand.EXIST:
@@ -316,7 +327,11 @@ class CacheServer:
 
     async def start(self) -> tuple[str, int]:
         self._server = await asyncio.start_server(
-            self._connection, self.config.host, self.config.port, limit=READ_AHEAD
+            self._connection,
+            self.config.host,
+            self.config.port,
+            limit=READ_AHEAD,
+            backlog=LISTEN_BACKLOG,
         )
         host, port = self._server.sockets[0].getsockname()[:2]
         return str(host), int(port)

@@ -5,7 +5,9 @@ SPEC "Bounds a peer cannot stretch": the store's values, the payloads still arri
 replies being sent, and values evicted or replaced while a GET reply still sends them
 (PROTO-SRV-BUDGET-REPLIES) are all charged to one ``capacity``. Room for a new charge is
 made by evicting least recently used values that no reply is sending; when there is no
-such value left the charge is refused and the caller closes the connection.
+such value left, a payload in flight that has made no progress for
+:data:`STALL_GRACE` seconds is reclaimed (its connection closed); failing that too, the
+charge is refused and the caller closes the connection.
 
 :class:`Slots` bounds the open connections (PROTO-SRV-SLOTS): when all are taken, a new
 connection reclaims the slot of a connection that has not completed a request (oldest
@@ -22,6 +24,10 @@ from dataclasses import dataclass, field
 import torch
 
 from lmckv.reference_impl.protocol.memory_format import MemoryFormat
+
+#: How long a payload in flight may make no progress before its reservation can be
+#: reclaimed for another PUT (PROTO-SRV-BUDGET).
+STALL_GRACE = 1.0
 
 #: What a value costs beyond its payload (its key and bookkeeping), so that many empty
 #: values are bounded too.
@@ -49,6 +55,17 @@ class Entry:
         return len(self.data) + ENTRY_OVERHEAD
 
 
+@dataclass(eq=False)
+class Reservation:
+    """Bytes charged for a payload in flight (or a reply being sent). ``abort`` ends the
+    connection holding it, for reclaiming it; ``progress`` is when it last advanced."""
+
+    cost: int
+    progress: float
+    abort: Callable[[], None] | None = None
+    live: bool = True
+
+
 @dataclass
 class Store:
     """Values by key string, least recently used first, and the budget they share.
@@ -64,13 +81,16 @@ class Store:
     lingering: int = 0
     evictions: int = 0
     refusals: int = 0
+    reclaims: int = 0
+    inflight: list[Reservation] = field(default_factory=list)
 
     @property
     def charged(self) -> int:
         return self.size + self.reserved + self.lingering
 
     def _make_room(self, cost: int) -> bool:
-        """Evict unpinned values, least recently used first, until ``cost`` more fits."""
+        """Evict unpinned values, least recently used first, then reclaim stalled
+        payloads in flight, until ``cost`` more fits."""
         if self.charged + cost <= self.capacity:
             return True
         if cost > self.capacity:
@@ -80,39 +100,55 @@ class Store:
                 break
             self.size -= self.entries.pop(key).cost
             self.evictions += 1
+        now = time.monotonic()
+        stalled = [r for r in self.inflight if r.abort and now - r.progress >= STALL_GRACE]
+        for held in sorted(stalled, key=lambda r: r.progress):
+            if self.charged + cost <= self.capacity:
+                break
+            self.release(held)
+            self.reclaims += 1
+            if held.abort is not None:
+                held.abort()
         return self.charged + cost <= self.capacity
 
-    def reserve(self, cost: int) -> bool:
-        """Charge ``cost`` bytes (evicting to make room); False, nothing charged, when the
-        values that can be evicted do not make room (PROTO-SRV-BUDGET-INFLIGHT)."""
+    def reserve(self, cost: int, abort: Callable[[], None] | None = None) -> Reservation | None:
+        """Charge ``cost`` bytes (making room as ``_make_room`` does); None, nothing
+        charged, when no room can be made (PROTO-SRV-BUDGET). With ``abort`` the
+        reservation can be reclaimed once it stalls."""
         if not self._make_room(cost):
             self.refusals += 1
-            return False
+            return None
+        held = Reservation(cost, time.monotonic(), abort)
         self.reserved += cost
-        return True
+        self.inflight.append(held)
+        return held
 
-    def release(self, cost: int) -> None:
-        """Give back a reservation that stored nothing."""
-        self.reserved -= cost
+    def release(self, held: Reservation) -> None:
+        """Give back a reservation (once; later calls do nothing)."""
+        if held.live:
+            held.live = False
+            self.reserved -= held.cost
+            self.inflight.remove(held)
 
-    def commit(self, key: str, entry: Entry, reserved: int) -> None:
-        """Store ``entry`` under ``key`` in place of the ``reserved`` bytes its PUT held
-        (``reserved`` is at least ``entry.cost``)."""
-        self.reserved -= reserved
+    def commit(self, key: str, entry: Entry, held: Reservation) -> bool:
+        """Store ``entry`` under ``key`` in place of the reservation its PUT held (at
+        least ``entry.cost``); False, nothing stored, when the reservation was reclaimed."""
+        if not held.live:
+            return False
+        self.release(held)
         old = self.entries.pop(key, None)
         if old is not None:
             self._detach(old)
         self.entries[key] = entry
         self.size += entry.cost
+        return True
 
     def put(self, key: str, entry: Entry) -> bool:
         """Reserve and store ``entry`` at once; False (nothing changed) when it cannot fit."""
         if key in self.entries and not self.entries[key].pins:
             self.size -= self.entries.pop(key).cost
-        if not self.reserve(entry.cost):
-            return False
-        self.commit(key, entry, entry.cost)
-        return True
+        held = self.reserve(entry.cost)
+        return held is not None and self.commit(key, entry, held)
 
     def _detach(self, entry: Entry) -> None:
         self.size -= entry.cost
