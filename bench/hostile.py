@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import os
 import random
 import socket
@@ -36,6 +37,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 ATTACKS = ("none", "idle-flood", "slow-headers", "stalled-payloads", "unread-replies", "garbage")
@@ -419,3 +422,49 @@ def format_table(rows: list[dict[str, Any]]) -> str:
             f"{f(r['peak_fds'], '5d')} {r['attacker_connections']:>14}"
         )
     return "\n".join(lines)
+
+
+def _command(name: str) -> list[str] | None:
+    """How ``name`` is started: None for the reference (``lmckv serve`` with the plan's
+    settings), the driver's command for another server."""
+    if name == "reference-server":
+        return None
+    from lmckv.conformance.drivers.server_driver import load_server
+
+    driver = load_server(name)
+    if driver is None or driver.command is None:
+        raise ValueError(f"unknown server {name!r}")
+    return list(driver.command)
+
+
+def main_hostile(servers: Sequence[str], plan: HostilePlan, out: Path | None) -> int:
+    """Run every attack on each server, print the table, write the rows (kind "hostile")
+    to a results file when ``out`` is given; exit 1 when a reference row breaks a bound."""
+    from lmckv.bench.env import collect_env
+    from lmckv.bench.machine import machine_record
+    from lmckv.bench.results import ResultsWriter
+
+    started = datetime.now(UTC)
+    rows: list[dict[str, Any]] = []
+    for name in servers:
+        try:
+            server_plan = dataclasses.replace(plan, command=_command(name))
+            rows += run_hostile(server_plan, name)
+        except (RuntimeError, ValueError) as exc:
+            print(f"lmckv bench load --hostile: {name} skipped: {exc}", file=sys.stderr)
+    print(format_table(rows))
+    if out is not None:
+        config = {"hostile": {**dataclasses.asdict(plan), "servers": list(servers)}}
+        machine = machine_record()
+        with ResultsWriter(
+            out,
+            mode="quick",
+            env=collect_env(machine["gpu"]),
+            machine=machine,
+            started=started,
+            extra_header={"config": config},
+        ) as writer:
+            writer.write_all(rows)
+        print(writer.path)
+    broken = [r for r in rows if r["within_bound"] is False or not r["server_alive"]]
+    return 1 if broken or not rows else 0
