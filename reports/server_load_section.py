@@ -11,8 +11,8 @@ from lmckv.reports.load import ReportInputs
 from lmckv.reports.output import Output
 
 
-def _mib(value: object) -> str:
-    return "-" if value is None or pd.isna(value) else f"{float(value) / 2**20:.0f}"  # type: ignore[arg-type]
+def _mib(value: float | None) -> str:
+    return "-" if value is None or pd.isna(value) else f"{value / 2**20:.0f}"
 
 
 def hostile_table(rows: pd.DataFrame) -> pd.DataFrame:
