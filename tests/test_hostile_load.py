@@ -15,7 +15,7 @@ from lmckv.conformance.core.schemas import validate
 
 PLAN = HostilePlan(duration_s=3.0)
 #: Attacks a canary must get through (a stalled payload refreshed every second can hold
-#: the whole budget: the canary's PUTs are refused then, see bench/RESULTS.md).
+#: the whole budget: the canary's PUTs are refused then, SPEC PROTO-SRV-BUDGET).
 CANARY_SERVED = {"none", "idle-flood", "slow-headers", "unread-replies", "garbage"}
 
 
