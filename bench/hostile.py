@@ -41,6 +41,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from lmckv.bench.load import percentile, proc_status_kb, write_rows
+
 ATTACKS = ("none", "idle-flood", "slow-headers", "stalled-payloads", "unread-replies", "garbage")
 CANARY_GAP_S = 0.05
 CANARY_TIMEOUT_S = 2.0
@@ -284,25 +286,12 @@ class _ProcSampler(threading.Thread):
         while time.monotonic() < self.deadline:
             try:
                 self.peak_fds = max(self.peak_fds, len(os.listdir(f"/proc/{self.pid}/fd")))
-                self.peak_threads = max(self.peak_threads, _status_kb(self.pid, "Threads"))
+                self.peak_threads = max(
+                    self.peak_threads, (proc_status_kb(self.pid, "Threads") or 0)
+                )
             except OSError:
                 return
             time.sleep(0.05)
-
-
-def _status_kb(pid: int, field: str) -> int:
-    with open(f"/proc/{pid}/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
-
-
-def _percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 class _Server:
@@ -372,11 +361,12 @@ def run_attack(attack: str, plan: HostilePlan, impl: str = "reference-server") -
         for thread in (canary, attacker, sampler):
             thread.join(plan.duration_s + 30)
         alive = server.proc.poll() is None
-        hwm = _status_kb(server.proc.pid, "VmHWM") * 1024 if alive else None
+        hwm_kb = proc_status_kb(server.proc.pid, "VmHWM") if alive else None
+        hwm = None if hwm_kb is None else hwm_kb * 1024
     finally:
         server.close()
     turns = len(canary.latencies) + len(canary.failures)
-    p99 = _percentile(canary.latencies, 0.99)
+    p99 = percentile(sorted(canary.latencies), 0.99)
     bound = memory_bound(plan)
     return {
         "kind": "hostile",
@@ -440,10 +430,6 @@ def _command(name: str) -> list[str] | None:
 def main_hostile(servers: Sequence[str], plan: HostilePlan, out: Path | None) -> int:
     """Run every attack on each server, print the table, write the rows (kind "hostile")
     to a results file when ``out`` is given; exit 1 when a reference row breaks a bound."""
-    from lmckv.bench.env import collect_env
-    from lmckv.bench.machine import machine_record
-    from lmckv.bench.results import ResultsWriter
-
     started = datetime.now(UTC)
     rows: list[dict[str, Any]] = []
     for name in servers:
@@ -455,16 +441,6 @@ def main_hostile(servers: Sequence[str], plan: HostilePlan, out: Path | None) ->
     print(format_table(rows))
     if out is not None:
         config = {"hostile": {**dataclasses.asdict(plan), "servers": list(servers)}}
-        machine = machine_record()
-        with ResultsWriter(
-            out,
-            mode="quick",
-            env=collect_env(machine["gpu"]),
-            machine=machine,
-            started=started,
-            extra_header={"config": config},
-        ) as writer:
-            writer.write_all(rows)
-        print(writer.path)
+        print(write_rows(out, config, rows, started))
     broken = [r for r in rows if r["within_bound"] is False or not r["server_alive"]]
     return 1 if broken or not rows else 0
