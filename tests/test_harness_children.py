@@ -175,3 +175,32 @@ def test_breaker_not_reset_by_one_answer_per_restart(tmp_path: Path) -> None:
     finally:
         driver.close()
     assert _left(piddir) == []
+
+
+SERVER_CHILD = """\
+import os, socket, sys, time
+open(os.path.join(sys.argv[1], str(os.getpid())), "w").close()
+listener = socket.create_server(("127.0.0.1", int(sys.argv[2])))
+time.sleep(3600)
+"""
+
+
+def test_server_wrapper_leaves_no_process(tmp_path: Path) -> None:
+    """``server:CMD`` through a shell that does not exec: closing the driver ends the
+    shell's child too."""
+    from lmckv.conformance.drivers.server_driver import ServerDriver
+
+    piddir = tmp_path / "pids"
+    piddir.mkdir()
+    child = tmp_path / "server_child.py"
+    child.write_text(SERVER_CHILD)
+    wrap = tmp_path / "serve.sh"
+    wrap.write_text(f'#!/bin/sh\n{PY} {child} {piddir} "$1"\necho done >&2\n')
+    wrap.chmod(0o755)
+    driver = ServerDriver("server", None, command=[str(wrap), "{port}"])
+    try:
+        assert driver.address[0] == "127.0.0.1"
+        assert list(piddir.iterdir()), "the server child never started"
+    finally:
+        driver.close()
+    assert _left(piddir) == [], "the server wrapper's child outlived the driver"

@@ -19,6 +19,7 @@ Set ``LMCKV_SERVER_LOG`` to a file to have every started server's ``pid port`` a
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ipaddress
 import os
 import shlex
@@ -30,6 +31,7 @@ import tempfile
 import time
 from typing import IO, Any
 
+from lmckv.conformance.core import child_groups
 from lmckv.conformance.drivers.base import Driver, DriverError, ImplInfo
 
 SERVER_KINDS = ("reference-server", "upstream-server")
@@ -147,7 +149,9 @@ class ServerDriver(Driver):
             stderr=self._stderr,
             env={**os.environ, **(self.env or {})},
             preexec_fn=_die_with_parent,
+            start_new_session=True,  # its own process group: a wrapper's children end with it
         )
+        child_groups.register(self.process.pid)
         atexit.register(self.close)
         log = os.environ.get("LMCKV_SERVER_LOG")
         if log:
@@ -194,15 +198,15 @@ class ServerDriver(Driver):
         return out
 
     def close(self) -> None:
+        """SIGTERM the server's process group, then kill what is left of it."""
         process, self.process = self.process, None
         if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(STOP_TIMEOUT)
-        elif process is not None:
+        if process is not None:
+            child_groups.release(process.pid)
             process.wait(STOP_TIMEOUT)
         if self.command is not None:
             self._address = None
