@@ -161,7 +161,8 @@ def upstream_versions(session: nox.Session) -> None:
     """Every LMCache release of conformance/upstream_versions.txt, each in its own venv
     (.nox/lmcache-<version>/): the suite (reference + upstream; results and JUnit XML in
     .lmckv/upstream-versions/<version>/), then each release encodes the canonical inputs
-    and reads every release's blobs, and the summary compares the bytes across releases
+    and writes a store on disk, reads every release's blobs and stores, and the summary
+    compares the bytes across releases
     (.lmckv/upstream-versions/releases.json, for `lmckv report ... --releases`).
     `-- 0.5.6 0.5.7rc2` runs only those. Set LMCKV_LMCACHE_WHEELS to a folder of lmcache
     wheels to install from it first."""
@@ -184,9 +185,11 @@ def upstream_versions(session: nox.Session) -> None:
         outcomes = {t["outcome"] for t in json.loads((out / "results.json").read_text())["tests"]}
         if {"fail", "unexpected_pass"} & outcomes:
             unexpected.append(version)
-        session.run(python, "-m", "lmckv.conformance.releases", "dump", str(root), external=True)
+        for step in ("dump", "store"):
+            session.run(python, "-m", "lmckv.conformance.releases", step, str(root), external=True)
     for python in pythons.values():
-        session.run(python, "-m", "lmckv.conformance.releases", "read", str(root), external=True)
+        for step in ("read", "read-store"):
+            session.run(python, "-m", "lmckv.conformance.releases", step, str(root), external=True)
     session.run(
         "python", "-m", "lmckv.conformance.releases", "summary", str(root),
         "--versions", ",".join(versions),

@@ -4,12 +4,16 @@
   several processes) and accuracy (synthetic families and real KV); writes a new
   ``DIR/bench-<stamp>-<commit7>.jsonl``.
 - ``compare BASE HEAD [--min-effect [PATTERN=]X] [--alpha A] [--gate IMPL]
-  [--cross-machine]``: per-figure verdict (``bench.compare``).
+  [--cross-machine] [--drift-bound X]``: two separate runs, per-figure changes and one
+  decision for the run (``bench.compare``, ``bench.decision``).
+- ``ab BASE HEAD --out DIR [--pairs N] [--full] [--base-env VAR=VALUE] [--head-env ...]``:
+  two interpreters (``current``, a venv, a python) measured in alternating processes of one
+  session and judged in pairs (``bench.ab``): the form that holds on a shared runner.
 - ``targets FILE [--strict]``: the reference's performance targets; ``--strict`` exits 1
   when one fails.
-- ``gate-check --out DIR [--pairs N] [--slowdown OP:FACTOR]``: how often ``compare``
-  calls identical code a regression and catches an injected slowdown on this machine
-  (``bench.gate_check``).
+- ``gate-check --out DIR [--pairs N] [--slowdown OP:FACTOR] [--only compare|ab]``: how often
+  ``compare`` (separate runs) and ``ab`` (interleaved) call identical code a regression and
+  catch an injected slowdown on this machine (``bench.gate_check``).
 - ``gpu-check --out DIR``: the short GPU check (``bench.gpu_check``).
 - ``load [--impl SERVER]... [--clients N] [--ops M] [--time-cap S] [--out DIR]``: loopback
   load on the reference and upstream cache servers (``bench.load``); with ``--hostile
@@ -60,17 +64,11 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from lmckv.bench.compare import (
-        EXIT_USAGE,
-        MachineMismatch,
-        MinEffects,
-        compare_files,
-        exit_code,
-    )
+    from lmckv.bench.compare import EXIT_USAGE, MachineMismatch, MinEffects, compare_files
 
     try:
         min_effects = MinEffects.parse(args.min_effect)
-        changes, report = compare_files(
+        _, decision, report = compare_files(
             args.base,
             args.head,
             min_effects=min_effects,
@@ -78,6 +76,7 @@ def _compare(args: argparse.Namespace) -> int:
             gated_impls=tuple(args.gate or ("reference",)),
             relative=not args.absolute,
             cross_machine=args.cross_machine,
+            drift_bound=args.drift_bound,
             json_out=args.json,
         )
     except (ValueError, MachineMismatch) as exc:
@@ -86,7 +85,35 @@ def _compare(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     print(report)
-    return exit_code(changes)
+    return decision.exit_code
+
+
+def _ab(args: argparse.Namespace) -> int:
+    from lmckv.bench import throughput
+    from lmckv.bench.ab import SideError, parse_env, resolve_side, run_ab
+    from lmckv.bench.compare import EXIT_USAGE, MinEffects
+
+    try:
+        min_effects = MinEffects.parse(args.min_effect)
+        base = resolve_side("base", args.base, parse_env(args.base_env))
+        head = resolve_side("head", args.head, parse_env(args.head_env))
+    except (ValueError, SideError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    plan = throughput.FULL if args.full else throughput.QUICK
+    result = run_ab(
+        args.out,
+        base,
+        head,
+        plan=plan,
+        pairs=args.pairs,
+        mode="full" if args.full else "quick",
+        min_effects=min_effects,
+        alpha=args.alpha,
+        progress=lambda line: print(line, file=sys.stderr, flush=True),
+    )
+    print(result.report)
+    return result.decision.exit_code
 
 
 def _targets(args: argparse.Namespace) -> int:
@@ -100,9 +127,15 @@ def _targets(args: argparse.Namespace) -> int:
 
 
 def _gate_check(args: argparse.Namespace) -> int:
-    from lmckv.bench.gate_check import run_gate_check
+    from lmckv.bench.gate_check import METHODS, run_gate_check
 
-    return run_gate_check(args.out, pairs=args.pairs, slowdown=args.slowdown)
+    return run_gate_check(
+        args.out,
+        pairs=args.pairs,
+        slowdown=args.slowdown,
+        methods=tuple(args.only or METHODS),
+        ab_pairs=args.ab_pairs,
+    )
 
 
 def _gpu_check(args: argparse.Namespace) -> int:
@@ -123,6 +156,25 @@ def _load(args: argparse.Namespace) -> int:
 
     plan = LoadPlan(clients=args.clients, ops=args.ops, time_cap_s=args.time_cap)
     return main_load(args.impl or list(SERVERS), plan, args.out)
+
+
+def _decision_options(parser: argparse.ArgumentParser) -> None:
+    """The options of the run-level decision (``bench.decision``)."""
+    parser.add_argument(
+        "--min-effect",
+        action="append",
+        default=[],
+        metavar="[PATTERN=]X",
+        help="smallest slowdown called a regression (default 0.10); PATTERN globs "
+        "op/impl/device/scope/dtype/case, e.g. 'encode/*/cpu/*/*/page16=0.3'",
+    )
+    parser.add_argument(
+        "--alpha",
+        type=float,
+        default=0.05,
+        help="family-wise error rate of the run's regression verdict, Holm across "
+        "operations (default 0.05)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -164,19 +216,13 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_ = sub.add_parser("compare", help="compare two results files")
     cmp_.add_argument("base", type=Path)
     cmp_.add_argument("head", type=Path)
+    _decision_options(cmp_)
     cmp_.add_argument(
-        "--min-effect",
-        action="append",
-        default=[],
-        metavar="[PATTERN=]X",
-        help="smallest slowdown called a regression (default 0.10); PATTERN globs "
-        "op/impl/device/scope/dtype/case, e.g. 'encode/*/cpu/*/*/page16=0.3'",
-    )
-    cmp_.add_argument(
-        "--alpha",
+        "--drift-bound",
         type=float,
-        default=0.001,
-        help="one-sided significance level of the Mann-Whitney U test (default 0.001)",
+        default=0.10,
+        help="a limit that moved more than this between the files makes a regression "
+        "inconclusive (default 0.10)",
     )
     cmp_.add_argument(
         "--cross-machine",
@@ -194,6 +240,19 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--json", type=Path, help="also write the comparison as JSON")
     cmp_.set_defaults(func=_compare)
 
+    ab = sub.add_parser(
+        "ab", help="measure two interpreters interleaved in one session and judge in pairs"
+    )
+    ab.add_argument("base", help="current, a venv folder or a python executable")
+    ab.add_argument("head", help="current, a venv folder or a python executable")
+    ab.add_argument("--out", type=Path, required=True, help="folder for the files")
+    ab.add_argument("--pairs", type=int, default=8, help="process pairs (default 8)")
+    ab.add_argument("--full", action="store_true", help="the full plan (default: quick)")
+    ab.add_argument("--base-env", action="append", default=[], metavar="VAR=VALUE")
+    ab.add_argument("--head-env", action="append", default=[], metavar="VAR=VALUE")
+    _decision_options(ab)
+    ab.set_defaults(func=_ab)
+
     tgt = sub.add_parser("targets", help="check the reference's targets in a results file")
     tgt.add_argument("file", type=Path)
     tgt.add_argument("--strict", action="store_true", help="exit 1 when a target fails")
@@ -206,6 +265,12 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--pairs", type=int, default=20, help="comparisons of each kind (20)")
     gate.add_argument(
         "--slowdown", default="encode:1.2", help="injected slowdown, OP:FACTOR (encode:1.2)"
+    )
+    gate.add_argument(
+        "--only", action="append", choices=("compare", "ab"), help="measure one method only"
+    )
+    gate.add_argument(
+        "--ab-pairs", type=int, default=8, help="process pairs of each ab session (8)"
     )
     gate.set_defaults(func=_gate_check)
 

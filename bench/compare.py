@@ -1,33 +1,31 @@
-"""Compare two results files: each figure's change, a verdict with its statistics, a CI gate.
+"""Compare two results files: each figure's change, and one decision for the run.
 
-Rows are matched on ``op/impl/device/scope/dtype/case``. Each row of a gated
-implementation (default: reference) is judged on its samples **relative to its limit**
-measured in the same process: every per-round sample divided by the median of that process's
-samples of the row's limit (memcpy, crc32, d2d, d2h_pageable or h2d_pageable; the limit of
-the same device, case and dtype). The limit measures the machine as that process found it
-(its cores, clock, memory and neighbours), so a process or run on a slower or busier machine
-is slower on both and the quotient cancels it; the process median keeps one disturbed limit
-sample from moving the row. Rows without a limit, limits and upstream are judged on their
-absolute per-round times and are reported, never gated; ``--absolute`` judges every row on
-absolute times.
+Rows are matched on ``op/impl/device/scope/dtype/case``. A gated implementation's row
+(default: reference) is set against its limit (memcpy, crc32; d2d, d2h_pageable or
+h2d_pageable on CUDA: the limit of the same device, case and dtype) **process by process**:
+its value in a process is the median of its rounds there over the median of its limit's
+rounds in the same process (``bench.decision.process_values``). The limit measures the
+machine as that process found it, so a process on a slower or busier machine is slower on
+both and the quotient cancels it. The process, not the round, is the unit of replication:
+rounds inside a process are not independent.
 
-Why not pair each round with a baseline's sample of the same round, or use upstream's row
-as the baseline, as this module did before: measured here (20 A/A pairs of ``page16`` runs),
-upstream's encode took 3x longer in some processes than in others while the reference's did
-not, and one limit sample 30% high moved every row of its round; either way the baseline's
-own noise entered the verdict, and 4 of 20 A/A pairs called a regression
-(``bench/RESULTS.md``, "Measured on this machine").
+The exit code is the run's decision (``bench.decision``): one test per operation on the
+per-process geometric means of its gated rows, Holm across operations at a family-wise
+alpha (default 0.05), a minimum effect (default 10%; per-benchmark overrides by glob), the
+limits checked for drift between the two files. Each row's own verdict
+(``bench.verdict.judge`` on its per-process values, at the same alpha without correction)
+is shown for reading, never gating: a row is ``regression`` only when it carried its
+operation's regression, and a row that looks slower alone, uncorrected, is
+``inconclusive``.
 
-The base and head samples (9 per row in quick mode: 3 processes x 3 rounds) go to
-``bench.verdict.judge``: one-sided Mann-Whitney U at ``alpha`` (default 0.001 per
-direction) and a Hodges-Lehmann estimate of the ratio head/base with its 90% interval
-(equivalence), against a minimum effect (default 10%; per-benchmark overrides by glob).
-Outcomes: ``regression``, ``improvement``, ``unchanged``, ``inconclusive``;
-``new``/``missing`` for one-sided rows.
+Two separate runs leave drift between them uncontrolled beyond that check: ``lmckv bench
+ab`` measures base and head in alternating processes of one session and pairs them.
+Rows without a limit, limits and upstream are judged on absolute times and reported, never
+gated; ``--absolute`` judges every row on absolute times.
 
-Exit codes (``EXIT_*``): 0 no gated regression and nothing inconclusive, 1 a gated
-regression, 3 no regression but a gated row inconclusive, 2 bad usage or input (including
-two runs from different machines without ``--cross-machine``).
+Exit codes (``EXIT_*``): 0 no regression and nothing inconclusive, 1 a regression, 3 no
+regression but an operation inconclusive (or nothing to judge), 2 bad usage or input
+(including two runs from different machines without ``--cross-machine``).
 """
 
 from __future__ import annotations
@@ -35,16 +33,27 @@ from __future__ import annotations
 import fnmatch
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from statistics import median
 from typing import Any
 
-from lmckv.bench.results import LIMIT_IMPLS, load
-from lmckv.bench.verdict import ALPHA, MIN_EFFECT, Verdict, geomean, judge
+from lmckv.bench.decision import (
+    DRIFT_BOUND,
+    EXIT_INCONCLUSIVE,
+    EXIT_OK,
+    EXIT_REGRESSION,
+    RUN_ALPHA,
+    RunDecision,
+    decide,
+    format_decision,
+    process_values,
+)
+from lmckv.bench.results import LIMIT_IMPLS, BenchFile, UnknownKinds, read
+from lmckv.bench.verdict import MIN_EFFECT, Verdict, judge
 
 KEY_FIELDS = ("op", "impl", "device", "scope", "dtype", "case")
-EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
+EXIT_USAGE = 2
+__all__ = ["EXIT_INCONCLUSIVE", "EXIT_OK", "EXIT_REGRESSION", "EXIT_USAGE"]
 
 
 def bench_id(row: Mapping[str, Any]) -> str:
@@ -102,27 +111,11 @@ def limit_id(row: Mapping[str, Any]) -> str | None:
     return bench_id({**row, "op": op, "impl": limit, "scope": None})
 
 
-def by_process(row: Mapping[str, Any]) -> list[list[float]]:
-    """A row's samples per process, in round order."""
-    groups: list[list[float]] = row["samples_by_process"]
-    return groups
-
-
-def relative_to_limit(row: Mapping[str, Any], limit: Mapping[str, Any]) -> list[float]:
-    """Each of the row's samples over the median of its limit's samples in the same process
-    (a process where the limit has no sample is left out)."""
-    out: list[float] = []
-    for samples, limit_samples in zip(by_process(row), by_process(limit), strict=False):
-        if limit_samples:
-            scale = median(limit_samples)
-            out.extend(sample / scale for sample in samples)
-    return out
-
-
 @dataclass(frozen=True)
 class Change:
     """One benchmark's comparison. ``ratio`` and its interval are head/base of what was
-    judged: time relative to the limit ``relative_to``, or absolute time when that is None."""
+    judged (per-process values): time relative to the limit ``relative_to``, or absolute
+    time when that is None. ``regression``: the row carried its operation's regression."""
 
     id: str
     op: str
@@ -139,11 +132,7 @@ class Change:
     p_slower: float | None = None
     p_faster: float | None = None
     n: int | None = None
-
-    @property
-    def regression(self) -> bool:
-        """A gated row judged a regression."""
-        return self.gated and self.outcome == "regression"
+    regression: bool = False
 
 
 def _change(
@@ -179,65 +168,77 @@ def compare_rows(
     head: Iterable[Mapping[str, Any]],
     *,
     min_effects: MinEffects = MinEffects(),
-    alpha: float = ALPHA,
+    alpha: float = RUN_ALPHA,
     gated_impls: tuple[str, ...] = ("reference",),
     relative: bool = True,
-) -> list[Change]:
-    """Changes for every throughput row of either side (``missing``/``new`` when one-sided)."""
+    paired: bool = False,
+    drift_bound: float = DRIFT_BOUND,
+) -> tuple[list[Change], RunDecision]:
+    """Every throughput row's change (``missing``/``new`` when one-sided) and the run's
+    decision on the gated rows (``paired``: the two sides' processes were measured in
+    pairs, ``bench.ab``)."""
     base_rows = {bench_id(r): r for r in base if r.get("kind") == "throughput"}
     head_rows = {bench_id(r): r for r in head if r.get("kind") == "throughput"}
+    gated: dict[str, str | None] = {}
+    verdicts: dict[str, tuple[str | None, Verdict]] = {}
+    for ident in sorted(base_rows.keys() & head_rows.keys()):
+        b, h = base_rows[ident], head_rows[ident]
+        against = limit_id(h) if relative and h["impl"] in gated_impls else None
+        if against not in base_rows or against not in head_rows:
+            against = None
+        if h["impl"] in gated_impls:
+            gated[ident] = against
+        base_v = process_values(b, base_rows[against] if against else None)
+        head_v = process_values(h, head_rows[against] if against else None)
+        verdicts[ident] = (
+            against,
+            judge(base_v, head_v, alpha=alpha, min_effect=min_effects.for_id(ident)),
+        )
+    decision = decide(
+        base_rows,
+        head_rows,
+        gated,
+        op_of=lambda ident: base_rows[ident]["op"],
+        impl_of=lambda ident: base_rows[ident]["impl"],
+        min_effect_of=min_effects.for_id,
+        paired=paired,
+        alpha=alpha,
+        limit_ids=[i for i, r in base_rows.items() if r["impl"] in LIMIT_IMPLS],
+        drift_bound=drift_bound,
+    )
+    carried = {ident for op in decision.ops for ident, _ in op.carried_by}
     changes = []
     for ident in sorted(base_rows.keys() | head_rows.keys()):
-        b, h = base_rows.get(ident), head_rows.get(ident)
-        effect = min_effects.for_id(ident)
-        if b is None or h is None:
-            row = h if b is None else b
+        before, after = base_rows.get(ident), head_rows.get(ident)
+        if before is None or after is None:
+            row = after if before is None else before
             assert row is not None
             changes.append(
                 Change(
                     ident,
                     row["op"],
                     row["impl"],
-                    None if b is None else b["median_s"],
-                    None if h is None else h["median_s"],
+                    None if before is None else before["median_s"],
+                    None if after is None else after["median_s"],
                     None,
-                    "new" if b is None else "missing",
+                    "new" if before is None else "missing",
                     False,
-                    effect,
+                    min_effects.for_id(ident),
                 )
             )
             continue
-        gated = h["impl"] in gated_impls
-        against = limit_id(h) if relative and gated else None
-        if against not in base_rows or against not in head_rows:
-            against = None
-        base_s = _flat(b) if against is None else relative_to_limit(b, base_rows[against])
-        head_s = _flat(h) if against is None else relative_to_limit(h, head_rows[against])
-        verdict = judge(base_s, head_s, alpha=alpha, min_effect=effect)
-        changes.append(_change(ident, b, h, against, verdict, gated, effect))
-    return changes
-
-
-def _flat(row: Mapping[str, Any]) -> list[float]:
-    return [s for samples in by_process(row) for s in samples]
-
-
-def exit_code(changes: Sequence[Change]) -> int:
-    """EXIT_REGRESSION, else EXIT_INCONCLUSIVE (a gated row inconclusive), else EXIT_OK."""
-    if any(c.regression for c in changes):
-        return EXIT_REGRESSION
-    if any(c.gated and c.outcome == "inconclusive" for c in changes):
-        return EXIT_INCONCLUSIVE
-    return EXIT_OK
-
-
-def op_geomeans(changes: Sequence[Change]) -> dict[str, tuple[float, int]]:
-    """Per op of the gated rows: geometric mean of their ratios, and how many rows."""
-    ratios: dict[str, list[float]] = {}
-    for c in changes:
-        if c.gated and c.ratio is not None:
-            ratios.setdefault(c.op, []).append(c.ratio)
-    return {op: (geomean(values), len(values)) for op, values in sorted(ratios.items())}
+        against, verdict = verdicts[ident]
+        changes.append(
+            _change(
+                ident, before, after, against, verdict, ident in gated, min_effects.for_id(ident)
+            )
+        )
+        if ident in carried:
+            changes[-1] = replace(changes[-1], regression=True)
+        elif verdict.outcome == "regression":
+            # slower when judged alone, uncorrected: not shown by the run's decision
+            changes[-1] = replace(changes[-1], outcome="inconclusive")
+    return changes, decision
 
 
 def summary(changes: Sequence[Change]) -> dict[str, int]:
@@ -279,23 +280,81 @@ def format_table(changes: Sequence[Change], *, cross_machine: bool = False) -> s
     return "\n".join(lines)
 
 
+def render(
+    changes: Sequence[Change],
+    decision: RunDecision,
+    *,
+    title: str,
+    notes: Sequence[str] = (),
+    cross_machine: bool = False,
+) -> str:
+    """The printable report: the parameters, notes, the row table, the decision, the exit."""
+    code = decision.exit_code
+    return "\n".join(
+        [
+            title,
+            *notes,
+            format_table(changes, cross_machine=cross_machine),
+            *format_decision(decision),
+            "summary (rows, each judged alone, uncorrected): "
+            + ", ".join(f"{k} {v}" for k, v in summary(changes).items()),
+            f"exit {code}: "
+            + {
+                EXIT_OK: "no regression",
+                EXIT_REGRESSION: "regression",
+                EXIT_INCONCLUSIVE: "inconclusive (no regression shown, none ruled out)",
+            }[code],
+        ]
+    )
+
+
+def document(changes: Sequence[Change], decision: RunDecision, **fields: Any) -> dict[str, Any]:
+    """The comparison as JSON data: ``fields``, the decision per operation and every row."""
+    return {
+        **fields,
+        "paired": decision.paired,
+        "alpha": decision.alpha,
+        "exit_code": decision.exit_code,
+        "ops": {
+            d.op: {**asdict(d), "carried_by": [list(c) for c in d.carried_by]} for d in decision.ops
+        },
+        "drift": [list(d) for d in decision.drift],
+        "summary": summary(changes),
+        "changes": [asdict(c) for c in changes],
+    }
+
+
 def compare_files(
-    base_path: Path,
-    head_path: Path,
+    base_path: Path, head_path: Path, **options: Any
+) -> tuple[list[Change], RunDecision, str]:
+    """:func:`compare_runs` (``options`` are its keywords) of two results files, read
+    refusing record kinds this version does not know."""
+    return compare_runs(
+        read(base_path, unknown=UnknownKinds.REFUSE),
+        read(head_path, unknown=UnknownKinds.REFUSE),
+        **options,
+    )
+
+
+def compare_runs(
+    base: BenchFile,
+    head: BenchFile,
     *,
     min_effects: MinEffects = MinEffects(),
-    alpha: float = ALPHA,
+    alpha: float = RUN_ALPHA,
     gated_impls: tuple[str, ...] = ("reference",),
     relative: bool = True,
     cross_machine: bool = False,
+    drift_bound: float = DRIFT_BOUND,
     json_out: Path | None = None,
-) -> tuple[list[Change], str]:
-    """Compare two results files; returns the changes and the printable report.
+) -> tuple[list[Change], RunDecision, str]:
+    """Compare two separately made runs already read; the changes, the decision, the report.
 
     Raises MachineMismatch when their ``machine_id`` differ and ``cross_machine`` is False.
     """
-    base_header, base_rows = load(base_path)
-    head_header, head_rows = load(head_path)
+    base_path, head_path = base.path, head.path
+    base_header, base_rows = base.header, base.records
+    head_header, head_rows = head.header, head.records
     machines = (base_header["machine_id"], head_header["machine_id"])
     if machines[0] != machines[1] and not cross_machine:
         raise MachineMismatch(
@@ -304,15 +363,19 @@ def compare_files(
             "(--cross-machine compares them anyway, marking every row)"
         )
     crossed = machines[0] != machines[1]
-    changes = compare_rows(
+    changes, decision = compare_rows(
         base_rows,
         head_rows,
         min_effects=min_effects,
         alpha=alpha,
         gated_impls=gated_impls,
         relative=relative,
+        drift_bound=drift_bound,
     )
-    notes = []
+    notes = [
+        "separate runs: drift of the machine between them is not controlled (only seen when "
+        "the limits moved); `lmckv bench ab BASE HEAD` measures both sides interleaved"
+    ]
     if crossed:
         notes.append(
             f"CROSS-MACHINE: base {machines[0]} vs head {machines[1]}; changes include the "
@@ -324,47 +387,24 @@ def compare_files(
                 f"note: env.{name} differs ({base_header['env'].get(name)!r} vs "
                 f"{head_header['env'].get(name)!r})"
             )
-    geo = op_geomeans(changes)
-    counts = summary(changes)
-    code = exit_code(changes)
-    report = "\n".join(
-        [
-            f"base {base_path.name} ({base_header['mode']}), head {head_path.name} "
-            f"({head_header['mode']}); Mann-Whitney U one-sided alpha {alpha:g}, minimum "
-            f"effect {min_effects.default:.0%} (overrides: {len(min_effects.overrides)}), "
-            "gated rows judged on "
-            + ("times relative to their limit in each process" if relative else "absolute times"),
-            *notes,
-            format_table(changes, cross_machine=crossed),
-            "geomean head/base per op (gated rows): "
-            + ", ".join(f"{op} {g:.3f} ({n} rows)" for op, (g, n) in geo.items()),
-            "summary: " + ", ".join(f"{k} {v}" for k, v in counts.items()),
-            f"exit {code}: "
-            + {
-                EXIT_OK: "no regression",
-                EXIT_REGRESSION: "regression",
-                EXIT_INCONCLUSIVE: "inconclusive (no regression shown, none ruled out)",
-            }[code],
-        ]
+    title = (
+        f"base {base_path.name} ({base_header['mode']}), head {head_path.name} "
+        f"({head_header['mode']}); minimum effect {min_effects.default:.0%} (overrides: "
+        f"{len(min_effects.overrides)}), gated rows judged on "
+        + ("times relative to their limit in each process" if relative else "absolute times")
     )
+    report = render(changes, decision, title=title, notes=notes, cross_machine=crossed)
     if json_out is not None:
-        json_out.write_text(
-            json.dumps(
-                {
-                    "base": str(base_path),
-                    "head": str(head_path),
-                    "machines": list(machines),
-                    "cross_machine": crossed,
-                    "alpha": alpha,
-                    "min_effect": min_effects.default,
-                    "relative": relative,
-                    "gated_impls": list(gated_impls),
-                    "exit_code": code,
-                    "geomean": {op: {"ratio": g, "rows": n} for op, (g, n) in geo.items()},
-                    "summary": counts,
-                    "changes": [{**asdict(c), "regression": c.regression} for c in changes],
-                },
-                indent=1,
-            )
+        data = document(
+            changes,
+            decision,
+            base=str(base_path),
+            head=str(head_path),
+            machines=list(machines),
+            cross_machine=crossed,
+            min_effect=min_effects.default,
+            relative=relative,
+            gated_impls=list(gated_impls),
         )
-    return changes, report
+        json_out.write_text(json.dumps(data, indent=1))
+    return changes, decision, report

@@ -41,7 +41,7 @@ import torch
 
 from lmckv.bench.env import package_version
 
-IMPL_MODULES = {"reference": "reference_impl.kv_codec", "upstream": "lmcache.v1.kv_codec"}
+IMPL_MODULES = {"reference": "lmckv.reference_impl.kv_codec", "upstream": "lmcache.v1.kv_codec"}
 FP8 = torch.float8_e4m3fn
 STATIC_SCALE = 1.0
 SLOWDOWN_ENV = "LMCKV_BENCH_SLOWDOWN"

@@ -7,19 +7,30 @@ version), then one record per line of kind ``throughput``, ``accuracy``, ``skip`
 against that format; ``ResultsWriter`` creates ``bench-<UTC stamp>-<commit7>.jsonl`` with
 exclusive creation (a counter suffix is added when the name exists), so no run can replace
 an earlier one, and flushes each record as it is written so an interrupted run keeps its rows.
+:func:`read` is the one reader of these files (bench and the report use it), with an explicit
+policy for record kinds newer than the schema (:class:`UnknownKinds`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import Enum
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
 from lmckv.bench.machine import machine_id
-from lmckv.conformance.core.schemas import BENCH_SCHEMA_VERSION, SchemaError, enum, validate
+from lmckv.conformance.core.schemas import (
+    BENCH_SCHEMA_VERSION,
+    SchemaError,
+    bench_kinds,
+    enum,
+    validate,
+)
 
 #: Version of the results format; bumped when a reader of the previous version could misread
 #: a file (2: machine record and ``machine_id``, rows measured in several processes).
@@ -141,31 +152,100 @@ def _create_exclusive(
     raise FileExistsError(f"no free results file name in {out_dir}")
 
 
-def read_records(path: Path) -> Iterator[dict[str, Any]]:
-    """The records of a results file, validated, header first."""
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise SchemaError("bench-row", "$", f"not JSON: {exc}", location=where) from None
-            if lineno == 1 and (not isinstance(record, dict) or record.get("kind") != "header"):
+class VersionMismatch(SchemaError):
+    """A results file of another format version: one line naming both versions and the
+    cure."""
+
+    def __init__(self, version: object, location: str) -> None:
+        super().__init__(
+            "bench-row",
+            "$.schema_version",
+            f"results file version {version!r}; this lmckv reads version {SCHEMA_VERSION}: "
+            "re-run lmckv bench run",
+            location=location,
+        )
+
+
+class UnknownKinds(Enum):
+    """What :func:`read` does with a record whose ``kind`` the bench-row schema does not
+    define (one a newer lmckv writes)."""
+
+    #: an error, like any other record off the schema: bench's own commands (compare,
+    #: targets, gate-check) judge only files this version wrote
+    REFUSE = "refuse"
+    #: left out and counted in :attr:`BenchFile.skipped`: the report shows what it can
+    SKIP = "skip"
+
+
+@dataclass(frozen=True)
+class BenchFile:
+    """One results file as read: its header, its other records in order (each valid), and
+    the record kinds left out under :attr:`UnknownKinds.SKIP`, with their counts."""
+
+    path: Path
+    header: dict[str, Any]
+    records: list[dict[str, Any]]
+    skipped: dict[str, int] = field(default_factory=dict)
+
+
+def read(path: Path, *, unknown: UnknownKinds) -> BenchFile:
+    """Read and validate a results file (see :func:`parse`); an unreadable file is a
+    SchemaError naming it."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SchemaError("bench-row", "$", f"cannot read ({exc})", location=str(path)) from None
+    return parse(path, text.splitlines(), unknown=unknown)
+
+
+def parse(path: Path, lines: Iterable[str], *, unknown: UnknownKinds) -> BenchFile:
+    """The records of the results file ``path`` whose text is ``lines``: the first is the
+    header, of this format version; every record is an object with a ``kind`` and follows
+    the bench-row schema; records of a kind the schema does not define are refused or
+    skipped as ``unknown`` says. Every problem is a SchemaError at ``path:line``."""
+    known = bench_kinds()
+    header: dict[str, Any] | None = None
+    records: list[dict[str, Any]] = []
+    skipped: Counter[str] = Counter()
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SchemaError("bench-row", "$", f"not JSON ({exc})", location=where) from None
+        if not isinstance(record, dict) or "kind" not in record:
+            raise SchemaError(
+                "bench-row", "$", "a record must be a JSON object with a 'kind'", location=where
+            )
+        if header is None:
+            if record["kind"] != "header":
                 raise SchemaError(
-                    "bench-row", "$.kind", "first record is not the header", location=where
+                    "bench-row", "$.kind", "first record must have kind 'header'", location=where
                 )
-            try:
-                validate_record(record)
-            except SchemaError as exc:
-                raise exc.at(where) from None
-            yield record
+            if "schema_version" in record and record["schema_version"] != SCHEMA_VERSION:
+                raise VersionMismatch(record["schema_version"], where)
+        elif record["kind"] not in known and unknown is UnknownKinds.SKIP:
+            skipped[str(record["kind"])] += 1
+            continue
+        try:
+            validate_record(record)
+        except SchemaError as exc:
+            raise exc.at(where) from None
+        if header is None:
+            header = record
+        else:
+            records.append(record)
+    if header is None:
+        raise SchemaError(
+            "bench-row", "$", "empty results file (no header record)", location=str(path)
+        )
+    return BenchFile(path, header, records, dict(skipped))
 
 
 def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(header, other records) of a results file."""
-    records = list(read_records(path))
-    if not records:
-        raise SchemaError("bench-row", "$", "empty results file", location=str(path))
-    return records[0], records[1:]
+    """(header, other records) of a results file bench wrote: :func:`read` refusing
+    unknown record kinds."""
+    found = read(path, unknown=UnknownKinds.REFUSE)
+    return found.header, found.records

@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist, median
 
-from scipy.stats import mannwhitneyu
+from scipy.stats import mannwhitneyu, wilcoxon
 
 #: One-sided significance level of each direction's test (asv uses 0.002 two-sided).
 ALPHA = 0.001
@@ -108,6 +108,53 @@ def judge(
         outcome = "inconclusive"
     return Verdict(
         outcome, ratio, math.exp(low), math.exp(high), p_slower, p_faster, len(base), len(head)
+    )
+
+
+def min_p_unpaired(n_base: int, n_head: int) -> float:
+    """The smallest one-sided p-value Mann-Whitney U can give for samples of these sizes
+    (every head value above every base value): ``1 / C(n_base + n_head, n_base)``."""
+    return 1.0 / math.comb(n_base + n_head, n_base)
+
+
+def min_p_paired(n_pairs: int) -> float:
+    """The smallest one-sided p-value of the Wilcoxon signed-rank test on ``n_pairs``
+    non-zero differences (all of one sign): ``2 ** -n``."""
+    return 0.5**n_pairs
+
+
+def paired_shift(diffs: Sequence[float], alpha: float) -> tuple[float, float, float]:
+    """(Hodges-Lehmann shift, lower, upper) of paired differences at two-sided
+    ``1 - 2 alpha``: the median of the Walsh averages and their order statistics at the
+    normal approximation of the signed-rank statistic's critical value (Hollander & Wolfe,
+    3rd ed., 3.2)."""
+    n = len(diffs)
+    walsh = sorted((diffs[i] + diffs[j]) / 2.0 for i in range(n) for j in range(i, n))
+    z = NormalDist().inv_cdf(1.0 - alpha)
+    k = math.floor(n * (n + 1) / 4.0 - z * math.sqrt(n * (n + 1) * (2 * n + 1) / 24.0))
+    k = max(0, min(k, len(walsh) - 1))
+    return median(walsh), walsh[k], walsh[len(walsh) - 1 - k]
+
+
+def one_sided_p(
+    base_logs: Sequence[float], head_logs: Sequence[float], *, paired: bool
+) -> tuple[float, float]:
+    """(p that head is slower, p that head is faster): Mann-Whitney U on the two samples,
+    or, ``paired``, the Wilcoxon signed-rank test on head - base of each pair (exact for
+    small samples without ties or zero differences, which it drops)."""
+    if len(set(base_logs) | set(head_logs)) == 1:
+        return 1.0, 1.0
+    if not paired:
+        return (
+            float(mannwhitneyu(head_logs, base_logs, alternative="greater").pvalue),
+            float(mannwhitneyu(head_logs, base_logs, alternative="less").pvalue),
+        )
+    diffs = [h - b for b, h in zip(base_logs, head_logs, strict=True)]
+    if not any(diffs):
+        return 1.0, 1.0
+    return (
+        float(wilcoxon(diffs, alternative="greater").pvalue),
+        float(wilcoxon(diffs, alternative="less").pvalue),
     )
 
 

@@ -26,22 +26,28 @@ from typing import Any
 
 from lmckv.bench.throughput import ThroughputPlan, calibrated_numbers, rows
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-
 
 class WorkerError(RuntimeError):
     """A worker process failed (its exit status and the end of its stderr)."""
 
 
-def _run_worker(spec: dict[str, Any], workdir: Path) -> list[dict[str, Any]]:
+def run_worker(
+    spec: dict[str, Any],
+    workdir: Path,
+    *,
+    python: str = sys.executable,
+    env: dict[str, str] | None = None,
+    tag: str = "",
+) -> list[dict[str, Any]]:
+    """One worker process of ``python`` (default: this interpreter, which has lmckv
+    installed) with ``env`` added to this environment; its group results."""
     index = spec["process"]
-    spec_path, out_path = workdir / f"spec-{index}.json", workdir / f"out-{index}.jsonl"
+    spec_path = workdir / f"spec-{tag}{index}.json"
+    out_path = workdir / f"out-{tag}{index}.jsonl"
     spec_path.write_text(json.dumps(spec))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
     proc = subprocess.run(
-        [sys.executable, "-m", "lmckv.bench.workers", str(spec_path), str(out_path)],
-        env=env,
+        [python, "-m", "lmckv.bench.workers", str(spec_path), str(out_path)],
+        env={**os.environ, **(env or {})},
         stdout=subprocess.DEVNULL,
         stderr=None if spec["progress"] else subprocess.PIPE,
         text=True,
@@ -78,9 +84,14 @@ def run_processes(
                 "threads": threads,
                 "progress": progress,
             }
-            results.append(_run_worker(spec, Path(tmp)))
+            results.append(run_worker(spec, Path(tmp)))
             if index == 0:
                 numbers = calibrated_numbers(results[0])
+    yield from merge(results)
+
+
+def merge(results: list[list[dict[str, Any]]]) -> Iterator[dict[str, Any]]:
+    """Rows, skips and telemetry from the group results of each process, in process order."""
     yield from (r for r in results[0] if "group" not in r)  # skips: the same in every process
     groups: dict[str, list[dict[str, Any]]] = {}
     for process_results in results:

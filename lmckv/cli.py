@@ -50,6 +50,12 @@ def _serve(argv: list[str]) -> int:
     return server.main(argv)
 
 
+def _fsck(argv: list[str]) -> int:
+    from lmckv import fsck_command
+
+    return fsck_command.run(argv)
+
+
 def _conformance(argv: list[str]) -> int:
     from lmckv import conformance_command
 
@@ -64,6 +70,7 @@ HANDED_OVER: dict[str, tuple[str, Callable[[list[str]], int]]] = {
     "fuzz": ("fuzz every decoder (reference and C testee)", _fuzz),
     "serve": ("run the reference cache server (lm:// protocol) on loopback", _serve),
     "conformance": ("run the conformance suite: [--impl SPEC]... [pytest args]", _conformance),
+    "fsck": ("check a store directory of blob files (names, blobs, totals)", _fsck),
 }
 
 

@@ -39,7 +39,8 @@ def format_table(record: dict[str, Any]) -> str:
 
 def run(files: Sequence[str], *, as_json: bool, decode: bool) -> int:
     """Print each file's record; 0 when all are valid blobs, 1 when any is not, 2 when any
-    cannot be checked (unreadable, not a regular file, a header past the reader's limit).
+    cannot be checked (unreadable, not a regular file; a header past the reader's limit is a
+    BlobFileLimitError record, exit 1).
     Each file is read as a stream, in bounded memory (``check_blob_file``)."""
     status = EXIT_OK
     for path in files:

@@ -1,9 +1,10 @@
 """A bench run against a baseline run: the verdicts of ``lmckv bench compare``, as a table.
 
-The comparison itself is :func:`bench.compare.compare_files` with its defaults (gate on the
-reference implementation, Mann-Whitney U at alpha 0.001, 10% minimum effect), so the page
-and the command line agree; runs from different machines are compared with
-``cross_machine=True`` and bench compare's cross-machine note is shown.
+The comparison itself is :func:`bench.compare.compare_runs`, of the runs the report already
+read (no file is read twice), with its defaults (gate on the reference implementation, the
+run-level decision of ``bench.decision``: Holm across operations at family-wise alpha 0.05,
+10% minimum effect), so the page and the command line agree; runs from different machines
+are compared with ``cross_machine=True`` and bench compare's cross-machine note is shown.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
-from lmckv.bench.compare import compare_files, summary
-from lmckv.conformance.core.schemas import SchemaError
+from lmckv.bench.compare import compare_runs, summary
 from lmckv.reports.load import BenchRun
 
 GATED_IMPLS = ("reference",)
@@ -46,21 +46,27 @@ class Comparison:
 
 
 def compare(baseline: BenchRun, current: BenchRun) -> Comparison:
-    """``lmckv bench compare BASELINE CURRENT`` as a table (verdict ``regression`` when gated).
-
-    A file bench compare cannot read gives an empty comparison with the reason as a note.
-    """
-    try:
-        changes, text = compare_files(
-            baseline.path, current.path, gated_impls=GATED_IMPLS, cross_machine=True
-        )
-    except SchemaError as exc:
-        return Comparison(pd.DataFrame(), {}, [f"bench compare could not read the files: {exc}"])
+    """``lmckv bench compare BASELINE CURRENT`` as a table (verdict ``regression`` for the
+    rows that carried the run's regression), of the records the report read (record kinds
+    newer than the schema left out)."""
+    changes, decision, text = compare_runs(
+        baseline.file, current.file, gated_impls=GATED_IMPLS, cross_machine=True
+    )
     notes = [
+        f"{run.path.name}: records of unknown kind left out of the comparison: "
+        + ", ".join(f"{k} ({n})" for k, n in sorted(run.ignored_kinds.items()))
+        for run in (baseline, current)
+        if run.ignored_kinds
+    ]
+    notes += [
         line.removeprefix("note: ")
         for line in text.splitlines()
         if line.startswith(("note: ", "CROSS-MACHINE: "))
     ]
+    notes.append(
+        f"run decision: exit {decision.exit_code}; "
+        + "; ".join(f"{d.op} {d.outcome} ({d.reason})" for d in decision.ops)
+    )
     rows = []
     for change in changes:
         row = asdict(change)

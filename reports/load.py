@@ -2,8 +2,9 @@
 
 A bench file is JSON Lines whose first record has ``kind == "header"``; a conformance file is
 one JSON object with a ``"tests"`` list. Every record and document is checked against its
-schema (conformance/core/schemas/, SCHEMAS.md) before it is tabled; record kinds newer than
-the schema are counted and skipped.
+schema (conformance/core/schemas/, SCHEMAS.md) before it is tabled; bench files are read by
+bench's one reader (bench/results.py) with record kinds newer than the schema counted and
+skipped.
 Every problem in an input is a :class:`ReportInputError` naming the file (and line), never a
 traceback from deep inside pandas.
 """
@@ -11,15 +12,14 @@ traceback from deep inside pandas.
 from __future__ import annotations
 
 import json
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from lmckv.bench.results import BenchFile, UnknownKinds, VersionMismatch, parse
 from lmckv.conformance.core.schemas import (
-    BENCH_SCHEMA_VERSION,
     RESULTS_VERSION,
     SchemaError,
     bench_fields,
@@ -31,8 +31,6 @@ from lmckv.conformance.core.schemas import (
     validate,
 )
 
-#: The bench format version this builder reads (the bench-row schema's ``const``).
-SCHEMA_VERSION = BENCH_SCHEMA_VERSION
 #: The conformance results version this builder reads (the results schema's ``const``).
 RESULTS_SCHEMA_VERSION = RESULTS_VERSION
 
@@ -78,10 +76,22 @@ class ReportInputError(ValueError):
 class BenchRun:
     """One ``bench-*.jsonl`` file: its header and one table per record kind."""
 
-    path: Path
-    header: dict[str, Any]
+    #: the file as bench's reader read it (header, records, skipped kinds)
+    file: BenchFile
     tables: dict[str, pd.DataFrame]
-    ignored_kinds: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def path(self) -> Path:
+        return self.file.path
+
+    @property
+    def header(self) -> dict[str, Any]:
+        return self.file.header
+
+    @property
+    def ignored_kinds(self) -> dict[str, int]:
+        """Record kinds newer than the schema, left out, with their counts."""
+        return self.file.skipped
 
     @property
     def run_id(self) -> str:
@@ -200,48 +210,26 @@ def _check_schema(value: Any, where: str, supported: int) -> None:
         )
 
 
-def _check_bench_version(value: Any, where: str) -> None:
-    """A bench file of another format version: one line naming both versions and the cure."""
-    if value != SCHEMA_VERSION:
-        raise ReportInputError(
-            f"{where}: results file version {value!r}; this lmckv reads version "
-            f"{SCHEMA_VERSION}: re-run lmckv bench run"
-        )
-
-
 def load_bench(path: Path, lines: list[str]) -> BenchRun:
-    """Parse a bench JSON Lines file (first record: the header)."""
+    """Table a bench JSON Lines file (first record: the header), read by bench's one reader
+    (:func:`bench.results.parse`) with record kinds newer than the schema skipped and
+    counted."""
+    try:
+        found = parse(path, lines, unknown=UnknownKinds.SKIP)
+    except VersionMismatch as exc:
+        raise ReportInputError(f"{exc.location}: {exc.problem}") from None
+    except SchemaError as exc:
+        raise ReportInputError(
+            f"{exc.location}: {exc.problem} ({exc.schema} schema, at {exc.path})"
+        ) from None
+    header = found.header
     records: dict[str, list[dict[str, Any]]] = {kind: [] for kind in BENCH_FIELDS}
-    ignored: Counter[str] = Counter()
-    header: dict[str, Any] | None = None
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ReportInputError(f"{where}: not JSON ({exc.msg})") from None
-        if not isinstance(record, dict) or "kind" not in record:
-            raise ReportInputError(f"{where}: a record must be a JSON object with a 'kind'")
+    for record in found.records:
         kind = record["kind"]
-        if header is None:
-            if kind != "header":
-                raise ReportInputError(f"{where}: first record must have kind 'header'")
-            if "schema_version" in record:
-                _check_bench_version(record["schema_version"], where)
-            _validate(record, "bench-row", where)
-            header = record
-        elif kind in BENCH_FIELDS:
-            _validate(record, "bench-row", where)
-            row = {f: record[f] for f in BENCH_FIELDS[kind]}
-            row.update({f: record.get(f) for f in BENCH_EXTENSIONS[kind]})
-            row["machine_id"] = record.get("machine_id")
-            records[kind].append(row)
-        else:
-            ignored[str(kind)] += 1
-    if header is None:
-        raise ReportInputError(f"{path}: empty bench file (no header record)")
+        row = {f: record[f] for f in BENCH_FIELDS[kind]}
+        row.update({f: record.get(f) for f in BENCH_EXTENSIONS[kind]})
+        row["machine_id"] = record.get("machine_id")
+        records[kind].append(row)
     tables = {}
     for kind, fields in BENCH_FIELDS.items():
         columns = tuple(dict.fromkeys((*fields, *BENCH_EXTENSIONS[kind], "machine_id")))
@@ -251,7 +239,7 @@ def load_bench(path: Path, lines: list[str]) -> BenchRun:
         ids = table.pop("machine_id")
         table["machine"] = pd.Series([machine_label(header, i) for i in ids], dtype=object)
         tables[kind] = table
-    return BenchRun(path=path, header=header, tables=tables, ignored_kinds=dict(ignored))
+    return BenchRun(file=found, tables=tables)
 
 
 def load_conformance(path: Path, document: Any) -> ConformanceRun:

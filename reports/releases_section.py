@@ -25,6 +25,7 @@ FORMATS = {
     "encoded KV blob": ("KV-", "Q-"),
     "protocol messages": ("PROTO-",),
     "object keys": ("KEY-",),
+    "store on disk": ("STORE-",),
 }
 STATUS_CLASS = {"pass": "o-pass", "known failure": "o-known", "skipped": "o-skip", "FAIL": "o-fail"}
 
@@ -162,6 +163,28 @@ def _blob_evidence(summary: dict[str, Any]) -> str:
     )
 
 
+def store_table(summary: dict[str, Any]) -> pd.DataFrame:
+    """Rows: the release that wrote a store; columns: what ``lmckv fsck`` found in it, then
+    one cell per release reading it (``8/8`` files read back to the chunk's K and V)."""
+    reads: dict[str, dict[str, dict[str, str]]] = summary.get("store_read", {})
+    fsck: dict[str, dict[str, Any]] = summary.get("store_fsck", {})
+    readers = [v for v in summary["versions"] if v in reads]
+    rows = []
+    for producer in summary["versions"]:
+        if producer not in fsck:
+            continue
+        problems = fsck[producer]["problems"]
+        found = ", ".join(f"{n} {rule}" for rule, n in sorted(problems.items())) or "clean"
+        row = {"written by": producer, "files": fsck[producer]["files"], "lmckv fsck": found}
+        for consumer in readers:
+            files = reads[consumer].get(producer, {})
+            passed = sum(1 for verdict in files.values() if verdict == "pass")
+            row[f"read by {consumer}"] = f"{passed}/{len(files)}" if files else "-"
+        rows.append(row)
+    columns = ["written by", "files", "lmckv fsck", *(f"read by {c}" for c in readers)]
+    return pd.DataFrame(rows, columns=columns)
+
+
 def releases_section(path: Path | None, out: Output) -> Section:
     """The section; a note when no releases.json was given."""
     if path is None:
@@ -192,4 +215,13 @@ def releases_section(path: Path | None, out: Output) -> Section:
         + f"<ul>{items}</ul>"
         + table(frame, cell_class=cell_class)
     )
+    stores = store_table(summary)
+    if len(stores):
+        out.csv(stores, "releases_stores.csv")
+        body += paragraph(
+            "Stores on disk: each release writes a store (its serializers, both serde modes, "
+            "through its FS adapter) and every release reads every store back (its filename "
+            "reader and deserializers: K bit for bit, V within FP8); `lmckv fsck` judges each "
+            "store by SPEC.md's STORE rules."
+        ) + table(stores)
     return Section(SECTION_ID, TITLE, body)

@@ -17,7 +17,11 @@ from lmckv.bench.results import (
     SCOPES,
     ResultsWriter,
     SchemaError,
+    UnknownKinds,
+    VersionMismatch,
     load,
+    parse,
+    read,
     results_name,
     validate_record,
 )
@@ -222,3 +226,43 @@ def test_reader_rejects_a_file_without_header(tmp_path: Path) -> None:
     path.write_text(json.dumps({"kind": "skip", "what": "a", "reason": "b"}) + "\n")
     with pytest.raises(SchemaError, match="header"):
         load(path)
+
+
+def _written(tmp_path: Path, *extra: str) -> Path:
+    """A results file with one skip row, then ``extra`` lines appended."""
+    env = {"git_commit": None, "cpu_model": "x", "cpu_count": 1, "python": "3.11", "torch": "t"}
+    env |= {"platform": "Linux", "lmcache": None, "gpu": None}
+    machine = {"host_id": "0123456789abcdef", "cpu_model": "x", "cpu_usable": 1}
+    machine |= {"cpu_logical": 1, "governor": None, "ram_bytes": None, "gpu": None}
+    with ResultsWriter(tmp_path, mode="quick", env=env, machine=machine) as out:
+        out.write({"kind": "skip", "what": "a", "reason": "r"})
+    with open(out.path, "a", encoding="utf-8") as fh:
+        fh.write("".join(line + "\n" for line in extra))
+    return out.path
+
+
+def test_the_reader_refuses_or_skips_unknown_kinds_as_told(tmp_path: Path) -> None:
+    future = json.dumps({"kind": "future", "x": 1})
+    path = _written(tmp_path, future, "", future)
+    with pytest.raises(SchemaError, match=rf"{path.name}:3: .*kind"):
+        read(path, unknown=UnknownKinds.REFUSE)
+    found = read(path, unknown=UnknownKinds.SKIP)
+    assert found.skipped == {"future": 2}
+    assert [r["kind"] for r in found.records] == ["skip"] and found.header["kind"] == "header"
+    # anything else off the schema is refused under either policy
+    bad = _written(tmp_path, json.dumps({"kind": "skip", "what": "x"}))
+    for policy in UnknownKinds:
+        with pytest.raises(SchemaError, match=rf"{bad.name}:3: .*reason"):
+            read(bad, unknown=policy)
+
+
+def test_the_reader_names_another_format_version(tmp_path: Path) -> None:
+    path = _written(tmp_path)
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0]) | {"schema_version": 1}
+    with pytest.raises(VersionMismatch, match=r":1: .*results file version 1; this lmckv reads"):
+        parse(path, [json.dumps(header), *lines[1:]], unknown=UnknownKinds.SKIP)
+    with pytest.raises(SchemaError, match="empty results file"):
+        parse(path, ["", " "], unknown=UnknownKinds.SKIP)
+    with pytest.raises(SchemaError, match="a record must be a JSON object"):
+        parse(path, [lines[0], "[1]"], unknown=UnknownKinds.SKIP)

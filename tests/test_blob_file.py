@@ -21,7 +21,11 @@ from lmckv.reference_impl.kv_codec import (
     ScaleScope,
     blob_file,
 )
-from lmckv.reference_impl.kv_codec.blob_file import BlobFileError, check_blob_file
+from lmckv.reference_impl.kv_codec.blob_file import (
+    BlobFileError,
+    BlobFileLimitError,
+    check_blob_file,
+)
 from lmckv.reference_impl.kv_codec.checksum import payload_crc32
 from lmckv.reference_impl.kv_codec.header import pack_header_fields
 
@@ -101,15 +105,16 @@ def test_a_valid_blob_is_checked_in_pieces(tmp_path: Path) -> None:
     is KV-CRC), the peak memory within 32 MiB of the baseline."""
     path = tmp_path / "valid.bin"
     _write_blob(path, 32 << 20)
-    checked = check_blob_file(path)
-    assert checked.size == path.stat().st_size == checked.header_len + 96 * (1 << 20) + 4
-    assert checked.enc.header_bytes is not None and len(checked.enc.payload) == 0
+    enc = check_blob_file(path)
+    assert enc.header_bytes is not None and len(enc.payload) == 0
+    header_len = len(enc.header_bytes)
+    assert path.stat().st_size == header_len + 96 * (1 << 20) + 4
     code = "import sys; from lmckv.reference_impl.kv_codec.blob_file import check_blob_file as c"
     status, peak, err = _peak_rss(["-c", f"{code}; c(sys.argv[1])", str(path)])
     assert status == 0, err
     assert peak - _baseline() < 32 << 20, f"peak {peak >> 20} MiB"
     with path.open("r+b") as f:
-        f.seek(checked.header_len + (50 << 20))
+        f.seek(header_len + (50 << 20))
         byte = f.read(1)
         f.seek(-1, os.SEEK_CUR)
         f.write(bytes([byte[0] ^ 1]))
@@ -142,10 +147,10 @@ def test_same_verdicts_as_the_in_memory_reader(tmp_path: Path) -> None:
 def test_a_header_past_the_read_limit_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(blob_file, "HEADER_READ_LIMIT", 16384)
+    monkeypatch.setattr(blob_file, "MAX_HEADER_BYTES", 16384)
     path = tmp_path / "long-header.bin"
     path.write_bytes(_tiny(CodecHashes(model_id="m" * 30000)))
-    with pytest.raises(BlobFileError, match="HEADER_READ_LIMIT"):
+    with pytest.raises(BlobFileLimitError, match="16384"):
         check_blob_file(path)
 
 

@@ -4,7 +4,8 @@ Every import statement of the shipped packages counts, lazy ones inside function
 unit is a package or sub-package (``lmckv.conformance.drivers``,
 ``lmckv.reference_impl.kv_codec``, ``lmckv.bench``); an import from one unit into another is
 an edge. The graph of units must have no cycle: a cycle means two parts each need the other,
-which is how shared concepts end up living inside one consumer. The command line (the
+which is how shared concepts end up living inside one consumer. Nor may the modules, inside
+a unit too. The command line (the
 ``lmckv`` unit itself) is the top layer: nothing below imports it. The golden-vector
 generator is a leaf: outside it only its command-line entry point
 (``lmckv.conformance.golden.cli``) may be imported. Tests may import anything they test.
@@ -129,6 +130,20 @@ def test_the_walk_sees_the_layers() -> None:
 def test_no_cycle_between_packages_or_subpackages() -> None:
     cycle = find_cycle(unit_graph())
     assert cycle is None, "import cycle between units: " + " -> ".join(cycle or [])
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Module -> the first-party modules it imports (lazy and TYPE_CHECKING imports too)."""
+    return {m: {t for t in imports_of(m) if t in MODULES and t != m} for m in MODULES}
+
+
+def test_no_cycle_between_modules() -> None:
+    """Within a unit too, no two modules each import the other (directly or around a
+    longer circle): a lazy import that dodges the circle at run time still ties them."""
+    graph = module_graph()
+    assert graph["lmckv.reference_impl.keys.listing"]  # the walk sees in-unit edges
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle between modules: " + " -> ".join(cycle or [])
 
 
 def test_the_cycle_finder_finds_cycles() -> None:

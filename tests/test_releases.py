@@ -17,7 +17,12 @@ from lmckv.conformance.drivers.python_driver import PythonDriver
 from lmckv.conformance.releases import cross, listed_versions
 from lmckv.conformance.runner.known_failures import load, upstream_list_path
 from lmckv.reports.output import Output
-from lmckv.reports.releases_section import format_sentences, releases_section, rule_table
+from lmckv.reports.releases_section import (
+    format_sentences,
+    releases_section,
+    rule_table,
+    store_table,
+)
 
 
 def _lists(tmp_path: Path, *versions: str) -> Path:
@@ -152,3 +157,29 @@ def test_differing_encodes_are_problems(tmp_path: Path) -> None:
 def test_no_releases_file_is_a_visible_note(tmp_path: Path) -> None:
     section = releases_section(None, Output(tmp_path))
     assert "nox -s upstream_versions" in section.body
+
+
+def test_store_reads_and_fsck_verdicts_in_the_summary_and_section(tmp_path: Path) -> None:
+    path = _releases(tmp_path)
+    summary = json.loads(path.read_text())
+    summary["store_fsck"] = {
+        "0.5.3": {"files": 2, "problems": {}},
+        "0.5.6": {"files": 2, "problems": {"STORE-BLOB-VALID": 1}},
+    }
+    summary["store_read"] = {
+        "0.5.3": {"0.5.3": {"a.data": "pass", "b.data": "pass"}, "0.5.6": {"a.data": "pass"}},
+        "0.5.6": {"0.5.3": {"a.data": "pass", "b.data": "fail: K differs"}},
+    }
+    frame = store_table(summary)
+    assert frame.to_dict("records") == [
+        {"written by": "0.5.3", "files": 2, "lmckv fsck": "clean",
+         "read by 0.5.3": "2/2", "read by 0.5.6": "1/2"},
+        {"written by": "0.5.6", "files": 2, "lmckv fsck": "1 STORE-BLOB-VALID",
+         "read by 0.5.3": "1/1", "read by 0.5.6": "-"},
+    ]  # fmt: skip
+    assert cross.problems(summary) == [
+        "store: 0.5.6 reading 0.5.3's store: 1 of 2 files fail, first b.data: fail: K differs"
+    ]
+    path.write_text(json.dumps(summary))
+    section = releases_section(path, Output(tmp_path / "report"))
+    assert "read by 0.5.6" in section.body and "1 STORE-BLOB-VALID" in section.body

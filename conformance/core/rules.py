@@ -552,6 +552,35 @@ _RULES: tuple[Rule, ...] = (
         "A client validates reply headers and a GET length against shape x dtype and its "
         "own limit, refusing (and closing) instead of returning a value.",
     ),
+    # -- a store on disk ----------------------------------------------------------------
+    Rule(
+        "STORE-NAME",
+        MUST,
+        "A blob file's name reads back to an ObjectKey whose FS filename is that same name.",
+    ),
+    Rule(
+        "STORE-FOREIGN",
+        MUST,
+        "A store directory holds only blob files (.data), the adapter's own files and "
+        "subdirectories.",
+    ),
+    Rule("STORE-BLOB-EMPTY", MUST, "A blob file is not empty."),
+    Rule(
+        "STORE-BLOB-TRUNCATED",
+        MUST,
+        "A blob file holds its whole header and every payload byte the header declares.",
+    ),
+    Rule(
+        "STORE-BLOB-VALID",
+        MUST,
+        "A blob file is one valid blob by every reader rule, strictly (no trailing bytes).",
+    ),
+    Rule(
+        "STORE-NAME-BLOB",
+        MUST,
+        "A blob's recorded model_id, when set, is the model_name of the key its file is "
+        "named after.",
+    ),
 )
 
 RULES: dict[str, Rule] = {rule.id: rule for rule in _RULES}

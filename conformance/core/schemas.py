@@ -1,10 +1,13 @@
-"""JSON Schemas of lmckv's three output formats, and one validator for all of them.
+"""JSON Schemas of lmckv's output formats and of the testee messages, and one validator for
+all of them.
 
-``vectors`` (golden_blobs/v1/*.json manifests), ``results`` (the conformance results file)
-and ``bench-row`` (one line of a bench-*.jsonl file) live as draft 2020-12 schema files in
-``conformance/core/schemas/`` and are loaded as package data. Each carries its format's
-version as a ``const``; the constants below are read from there, so a version lives in one
-place. Imports nothing else of lmckv (see SCHEMAS.md).
+``vectors`` (golden_blobs/v1/*.json manifests), ``results`` (the conformance results file),
+``bench-row`` (one line of a bench-*.jsonl file) and ``fsck`` (``lmckv fsck --json``) live
+as draft 2020-12 schema files in ``conformance/core/schemas/`` and are loaded as package
+data. Each carries its format's version as a ``const``; the constants below are read from
+there, so a version lives in one place. ``testee`` (one request/reply exchange of TESTEE.md)
+is generated from the operations table by conformance/core/testee_schema.py. Imports
+nothing else of lmckv (see SCHEMAS.md).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError, best_match
 
 #: The schema names ``validate`` accepts (file ``schemas/<name>.schema.json``).
-SCHEMA_NAMES = ("vectors", "results", "bench-row")
+SCHEMA_NAMES = ("vectors", "results", "bench-row", "testee", "fsck")
 
 _TYPE_WORDS = {
     "number": "numeric",

@@ -7,6 +7,9 @@ connection", PROTO-CLI-* rules).
   given (the config and metadata its base class reads, and ``allocate``, which returns a
   zero-filled CPU tensor of the requested shape and dtype, as upstream's MemoryObj does).
 
+A release that has no ``lm://`` connector (0.5.7rc2 removed it) gives a driver that is
+:attr:`ClientDriver.absent` with the reason: its tests skip saying so.
+
 A client session is one connection; its calls return the value (bytes), None for "no
 value", a bool for EXIST, or raise :class:`ClientRefused` when the client reports an error.
 Every socket a session opens has a timeout, so no call blocks for longer than
@@ -26,10 +29,13 @@ from typing import Any
 import torch
 
 from lmckv.conformance.drivers.base import Driver, DriverError, ImplInfo
+from lmckv.conformance.drivers.server_driver import module_absent
 from lmckv.conformance.drivers.upstream_driver import _quiet_lmcache_logging
 
 CLIENT_KINDS = ("reference-client", "upstream-client")
 CALL_TIMEOUT = 3.0
+#: Upstream's ``lm://`` client: LMCServerConnector's module.
+UPSTREAM_CLIENT_MODULE = "lmcache.v1.storage_backend.connector.lm_connector"
 
 
 class ClientRefused(Exception):
@@ -59,8 +65,10 @@ class ClientSession(abc.ABC):
 class ClientDriver(Driver):
     """A client implementation: opens sessions to a (scripted) server."""
 
-    def __init__(self, name: str, version: str | None) -> None:
+    def __init__(self, name: str, version: str | None, absent: str | None = None) -> None:
         self.info = ImplInfo(name=name, kind="client", version=version, capabilities=[])
+        #: Why this implementation has no client to drive (its tests skip with it), or None.
+        self.absent = absent
 
     def call(self, op: str, **fields: Any) -> dict[str, Any]:
         return {"ok": False, "error": "unsupported", "message": "a client answers no operation"}
@@ -162,7 +170,7 @@ class _StubBackend:
 
 class _UpstreamSession(ClientSession):
     def __init__(self, host: str, port: int) -> None:
-        connector = importlib.import_module("lmcache.v1.storage_backend.connector.lm_connector")
+        connector = importlib.import_module(UPSTREAM_CLIENT_MODULE)
         self.utils = importlib.import_module("lmcache.utils")
         self.memory = importlib.import_module("lmcache.v1.memory_management")
         self.loop = asyncio.new_event_loop()
@@ -198,8 +206,8 @@ class _UpstreamSession(ClientSession):
 
 
 class UpstreamClientDriver(ClientDriver):
-    def __init__(self, version: str | None) -> None:
-        super().__init__("upstream-client", version)
+    def __init__(self, version: str | None, absent: str | None = None) -> None:
+        super().__init__("upstream-client", version, absent)
 
     def connect(self, host: str, port: int) -> ClientSession:
         return _UpstreamSession(host, port)
@@ -213,12 +221,17 @@ def load_client(spec: str) -> ClientDriver | None:
         from importlib.metadata import PackageNotFoundError, version
 
         try:
-            importlib.import_module("lmcache.v1.storage_backend.connector.lm_connector")
+            found: str | None = version("lmcache")
+        except PackageNotFoundError:
+            raise DriverError("--impl upstream-client: lmcache is not installed") from None
+        if module_absent(UPSTREAM_CLIENT_MODULE):
+            return UpstreamClientDriver(
+                found, f"lmcache {found} has no {UPSTREAM_CLIENT_MODULE} (no lm:// client)"
+            )
+        try:
+            importlib.import_module(UPSTREAM_CLIENT_MODULE)
             _quiet_lmcache_logging()
         except ImportError as exc:
             raise DriverError(f"--impl upstream-client: cannot import it: {exc}") from exc
-        try:
-            return UpstreamClientDriver(version("lmcache"))
-        except PackageNotFoundError:
-            return UpstreamClientDriver(None)
+        return UpstreamClientDriver(found)
     return None

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from lmckv.conformance.core.error_names import RAW_PREFIX
-from lmckv.conformance.core.operations import CAPABILITIES
+from lmckv.conformance.core.operations import CAPABILITIES, reply_problem
 from lmckv.conformance.core.testee_process import FailureKind, TesteeFailure, TesteeProcess
 from lmckv.conformance.core.wire import PROTOCOL_VERSION, WireError, to_wire
 from lmckv.conformance.drivers.base import Driver, DriverError, ImplInfo
@@ -45,6 +45,8 @@ DEFAULT_TIMEOUT = 20.0
 DEFAULT_MAX_FAILURES = 3
 #: The error of every operation after the circuit breaker tripped.
 STOPPED_ERROR = f"{RAW_PREFIX}testee-stopped"
+#: The error of a reply that breaks the operations table (a missing or mistyped field).
+PROTOCOL_ERROR = f"{RAW_PREFIX}testee-{FailureKind.PROTOCOL.value}"
 #: The failures the circuit breaker counts: the testee did not answer at all.
 _UNANSWERED = (FailureKind.CRASH, FailureKind.TIMEOUT)
 
@@ -230,6 +232,9 @@ class ExecDriver(Driver):
         except WireError as exc:
             raise DriverError(f"the suite built a bad request for {op}: {exc}") from exc
         self._count_answer()
+        problem = reply_problem(op, reply)
+        if problem is not None:  # answered, but not as the operations table says
+            return {"ok": False, "error": PROTOCOL_ERROR, "message": problem}
         return reply
 
     def _count_answer(self) -> None:

@@ -24,9 +24,14 @@ import torch
 from lmckv.conformance.core.blob_model import HASH_KEYS
 from lmckv.conformance.core.dtype_names import DtypeNameError, dtype_from_name, dtype_name
 from lmckv.conformance.core.error_names import RAW_PREFIX, op_family
-from lmckv.conformance.core.operations import CAPABILITY_FLAGS, OPERATIONS
+from lmckv.conformance.core.operations import (
+    CAPABILITY_FLAGS,
+    HEADER_GEOMETRY,
+    OPERATIONS,
+    reply_problem,
+)
 from lmckv.conformance.core.tensor_bytes import tensor_bytes, tensor_from_bytes
-from lmckv.conformance.drivers.base import Driver, ImplInfo
+from lmckv.conformance.drivers.base import Driver, DriverError, ImplInfo
 
 #: How the Python API names a CacheEngineKey tag in ``request_configs`` (upstream's
 #: convention, which the reference follows); the key string carries the name without it.
@@ -209,35 +214,18 @@ class PythonDriver(Driver):
                 result = method(**fields)
         except Exception as exc:
             return {"ok": False, "error": self.classify(exc, op), "message": str(exc)[:500]}
-        return {"ok": True, **result}
+        reply = {"ok": True, **result}
+        problem = reply_problem(op, reply)
+        if problem is not None:  # the driver broke the operations table: a harness failure
+            raise DriverError(f"{self.name}: {problem}")
+        return reply
 
     def _operations(self) -> dict[str, Callable[..., dict[str, Any]]]:
-        """Operation name -> the method that runs it (TESTEE.md, "Operations")."""
-        return {
-            "codec.parse": self.op_codec_parse,
-            "codec.decode": self.op_codec_decode,
-            "codec.encode": self.op_codec_encode,
-            "proto.client.write": self.op_proto_client_write,
-            "proto.client.read": self.op_proto_client_read,
-            "proto.server.write": self.op_proto_server_write,
-            "proto.server.read": self.op_proto_server_read,
-            "proto.remote.write": self.op_proto_remote_write,
-            "proto.remote.read": self.op_proto_remote_read,
-            "key.cache.write": self.op_key_cache_write,
-            "key.cache.read": self.op_key_cache_read,
-            "key.object.new": self.op_key_object_new,
-            "key.kv_rank": self.op_key_kv_rank,
-            "key.encoded.write": self.op_key_encoded_write,
-            "key.encoded.read": self.op_key_encoded_read,
-            "key.fs.write": self.op_key_fs_write,
-            "key.fs.read": self.op_key_fs_read,
-            "key.s3.write": self.op_key_s3_write,
-            "key.s3.read": self.op_key_s3_read,
-            "key.ipc": self.op_key_ipc,
-            "key.window": self.op_key_window,
-            "key.window.hit": self.op_key_window_hit,
-            "key.layout": self.op_key_layout,
-        }
+        """Operation name -> the method that runs it: ``op_`` and the name with ``.`` as
+        ``_`` (``key.window.hit`` -> ``op_key_window_hit``), for every operation of the
+        table (conformance/core/operations.py) this driver has a method for."""
+        found = {op: getattr(self, "op_" + op.replace(".", "_"), None) for op in OPERATIONS}
+        return {op: method for op, method in found.items() if method is not None}
 
     # -- codec ----------------------------------------------------------------------------
 
@@ -275,17 +263,7 @@ class PythonDriver(Driver):
             "scale_shape": [int(d) for d in enc.scale_shape],
             "header_len": len(enc.header_bytes),
         }
-        for name in (
-            "layer_id",
-            "chunk_id",
-            "chunk_size",
-            "page_size",
-            "kv_head_count",
-            "head_dim",
-            "k_payload_len",
-            "v_payload_len",
-            "scale_payload_len",
-        ):
+        for name in (*HEADER_GEOMETRY, "k_payload_len", "v_payload_len", "scale_payload_len"):
             out[name] = int(getattr(enc, name))
         for name in HASH_KEYS:
             out[name] = getattr(enc.hashes, name) or ""

@@ -10,6 +10,10 @@ a connection"). The ``--impl`` values:
 - ``server:CMD``: any command; ``{port}`` in it is replaced by a free loopback port;
 - ``server-at:127.0.0.1:PORT``: a server already running on a loopback address.
 
+A release that has no server module (0.5.7rc2 removed ``lmcache.v1.server``) gives a driver
+that is :attr:`ServerDriver.absent` with the reason: its tests skip saying so, instead of
+failing to start it.
+
 A started server is started once per test process, on first use, and stopped (SIGTERM,
 then SIGKILL, by its PID) when the driver is closed. Only loopback addresses are used.
 Set ``LMCKV_SERVER_LOG`` to a file to have every started server's ``pid port`` appended
@@ -29,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import IO, Any
 
 from lmckv.conformance.core import child_groups
@@ -90,10 +95,13 @@ class ServerDriver(Driver):
         capacity_bytes: int | None = None,
         idle_timeout: float | None = None,
         env: dict[str, str] | None = None,
+        absent: str | None = None,
         max_connections: int | None = None,
         memory_bound: int | None = None,
     ) -> None:
         self.info = ImplInfo(name=name, kind="server", version=version, capabilities=[])
+        #: Why this implementation has no server to start (its tests skip with it), or None.
+        self.absent = absent
         self.command = command
         self._address = address
         self.start_timeout = start_timeout
@@ -224,6 +232,34 @@ def _upstream_version() -> str | None:
         return None
 
 
+#: The module ``python -m`` runs as upstream's server (seed 002's server end).
+UPSTREAM_SERVER_MODULE = "lmcache.v1.server"
+
+
+def module_absent(module: str) -> bool:
+    """Whether the installed lmcache has no ``module`` (a release that removed it), judged
+    from the files of its top-level package without importing the parents (a parent's
+    ``__init__`` may need dependencies the suite does not install); False when the module's
+    file is there, also if importing it would fail, which the run then reports."""
+    import importlib.machinery
+    import importlib.util
+
+    top, _, rest = module.partition(".")
+    spec = importlib.util.find_spec(top)
+    if spec is None:
+        return True
+    if not rest or spec.submodule_search_locations is None:
+        return not rest
+    *packages, leaf = rest.split(".")
+    for location in spec.submodule_search_locations:
+        folder = Path(location).joinpath(*packages)
+        if (folder / leaf / "__init__.py").is_file() or any(
+            (folder / f"{leaf}{suffix}").is_file() for suffix in importlib.machinery.all_suffixes()
+        ):
+            return False
+    return True
+
+
 def reference_server(
     capacity_bytes: int = REFERENCE_CAPACITY, idle_timeout: float | None = REFERENCE_IDLE_TIMEOUT
 ) -> ServerDriver:
@@ -255,11 +291,15 @@ def load_server(spec: str) -> ServerDriver | None:
         version = _upstream_version()
         if version is None:
             raise DriverError("--impl upstream-server: lmcache is not installed")
+        absent = None
+        if module_absent(UPSTREAM_SERVER_MODULE):
+            absent = f"lmcache {version} has no {UPSTREAM_SERVER_MODULE} (no lm:// server)"
         return ServerDriver(
             "upstream-server",
             version,
-            command=[sys.executable, "-m", "lmcache.v1.server", "127.0.0.1", "{port}", "cpu"],
+            command=[sys.executable, "-m", UPSTREAM_SERVER_MODULE, "127.0.0.1", "{port}", "cpu"],
             start_timeout=UPSTREAM_START_TIMEOUT,
+            absent=absent,
         )
     if spec.startswith("server:"):
         command = shlex.split(spec.removeprefix("server:"))

@@ -13,11 +13,15 @@ others. None of them is typed: each is reported as ``raw:<module>.<class>`` (a V
 typed rejection fail on it; the known-failure lists say so test by test.
 
 The codec and protocol modules already have the reference's names. The key forms live in
-private helpers of the L2 adapters, gathered here into one ``keys`` namespace with the
-descriptors of ``lmcache.v1.distributed.api``. Upstream's AttnWindowDesc has no
-``required_chunks``, so upstream does not declare ``key.window.hit`` (KEY-WINDOW-HIT). The S3
-adapter imports ``awscrt`` at module level only for its transport; when ``awscrt`` is not
-installed a placeholder module stands in for it, because the key helpers never touch it.
+the public ``fs_key_codec`` module of newer releases and in private helpers of the L2
+adapters in 0.5.x (:data:`KEY_FORM_FUNCTIONS`: the public one first, the private one as an
+explicit fallback), gathered here into one ``keys`` namespace with the descriptors of
+``lmcache.v1.distributed.api``; a release that has none of a form's places (a private
+helper that moved) does not declare its operations, and their tests skip naming it.
+Upstream's AttnWindowDesc has no ``required_chunks``, so upstream does not declare
+``key.window.hit`` (KEY-WINDOW-HIT). The S3 adapter imports ``awscrt`` at module level only
+for its transport; when ``awscrt`` is not installed a placeholder module stands in for it,
+because the key helpers never touch it.
 """
 
 from __future__ import annotations
@@ -110,34 +114,86 @@ def _protocol_namespace() -> types.SimpleNamespace:
     return types.SimpleNamespace(**found)
 
 
+#: Where each release keeps a key form's writer and reader, first match wins: the public
+#: module of newer releases (``fs_key_codec``), then the adapters' private helpers that 0.5.x
+#: ships. A release that has none of them does not declare the form's operations.
+KEY_FORM_FUNCTIONS: dict[str, tuple[tuple[str, str], ...]] = {
+    "object_key_to_filename": (
+        ("lmcache.v1.distributed.l2_adapters.fs_key_codec", "object_key_to_filename"),
+        ("lmcache.v1.distributed.l2_adapters.fs_l2_adapter", "_object_key_to_filename"),
+    ),
+    "filename_to_object_key": (
+        ("lmcache.v1.distributed.l2_adapters.fs_key_codec", "filename_to_object_key"),
+        ("lmcache.v1.distributed.l2_adapters.fs_l2_adapter", "_filename_to_object_key"),
+    ),
+    "object_key_to_string": (
+        ("lmcache.v1.distributed.l2_adapters.s3_l2_adapter", "_object_key_to_string"),
+        ("lmcache.v1.distributed.l2_adapters.native_connector_l2_adapter", "_object_key_to_string"),
+    ),
+    "string_to_object_key": (
+        ("lmcache.v1.distributed.l2_adapters.s3_l2_adapter", "_string_to_object_key"),
+        ("lmcache.v1.distributed.l2_adapters.native_connector_l2_adapter", "_string_to_object_key"),
+    ),
+}
+#: The descriptors the key operations use, all in ``lmcache.v1.distributed.api``.
+API_NAMES = (
+    "ObjectKey",
+    "EncodedObjectKey",
+    "ipc_key_to_object_keys",
+    "AttnWindowDesc",
+    "MemoryLayoutDesc",
+)
+API_MODULE = "lmcache.v1.distributed.api"
+
+
+def _find_function(places: tuple[tuple[str, str], ...]) -> object | None:
+    """The function at the first ``(module, name)`` of ``places`` the installed release
+    has, or None. A module that is absent, or fails to import for a reason of its own (a
+    transport dependency), counts as not having it."""
+    for module_name, name in places:
+        try:
+            module = _optional_module(module_name)
+        except ImportError:
+            continue
+        if module is not None and hasattr(module, name):
+            function: object = getattr(module, name)
+            return function
+    return None
+
+
+def key_namespace() -> types.SimpleNamespace:
+    """The key names the installed release has (:data:`API_NAMES` and the key forms of
+    :data:`KEY_FORM_FUNCTIONS`, each from the first place that has it). A name the release
+    lacks is absent, so the operations that need it are undeclared and skip naming it."""
+    found: dict[str, object] = {}
+    api = _optional_module(API_MODULE)
+    if api is not None:
+        found.update({n: getattr(api, n) for n in API_NAMES if hasattr(api, n)})
+    for name, places in KEY_FORM_FUNCTIONS.items():
+        function = _find_function(places)
+        if function is not None:
+            found[name] = function
+    return types.SimpleNamespace(**found)
+
+
 def load_upstream(name: str = "upstream") -> PythonDriver:
-    """Import lmcache's modules and wrap them; raises ImportError when lmcache is absent."""
+    """Import lmcache's modules and wrap them; raises ImportError when lmcache is absent.
+
+    A module a release lacks leaves its operations undeclared (see the module docstring):
+    the codec when ``lmcache.v1.kv_codec`` is absent, each key form when no place of
+    :data:`KEY_FORM_FUNCTIONS` has it."""
+    importlib.import_module("lmcache")
     _stub_awscrt()
-    kv_codec = importlib.import_module("lmcache.v1.kv_codec")
-    api = importlib.import_module("lmcache.v1.distributed.api")
-    fs = importlib.import_module("lmcache.v1.distributed.l2_adapters.fs_l2_adapter")
-    s3 = importlib.import_module("lmcache.v1.distributed.l2_adapters.s3_l2_adapter")
+    kv_codec = _optional_module("lmcache.v1.kv_codec")
     _quiet_lmcache_logging()
     # upstream's decode wraps the immutable input in torch.frombuffer and warns about it
     warnings.filterwarnings("ignore", message="The given buffer is not writable")
-    protocol = _protocol_namespace()
-    keys = types.SimpleNamespace(
-        ObjectKey=api.ObjectKey,
-        EncodedObjectKey=api.EncodedObjectKey,
-        ipc_key_to_object_keys=api.ipc_key_to_object_keys,
-        object_key_to_filename=fs._object_key_to_filename,
-        filename_to_object_key=fs._filename_to_object_key,
-        object_key_to_string=s3._object_key_to_string,
-        string_to_object_key=s3._string_to_object_key,
-        AttnWindowDesc=api.AttnWindowDesc,
-        MemoryLayoutDesc=api.MemoryLayoutDesc,
-    )
     version = importlib.metadata.version("lmcache")
     return PythonDriver(
         name,
         kv_codec,
-        protocol,
-        keys,
+        _protocol_namespace(),
+        key_namespace(),
         version=version,
         label=f"lmcache {version}",
     )

@@ -1,4 +1,4 @@
-"""``python -m lmckv.conformance.releases dump|read|summary ROOT``: the cross-release steps.
+"""``python -m lmckv.conformance.releases STEP ROOT``: the cross-release steps.
 
 ROOT holds one folder per release (``ROOT/<version>/``):
 
@@ -9,14 +9,24 @@ ROOT holds one folder per release (``ROOT/<version>/``):
   release's blobs with the installed lmcache, compares K, V and scales with the golden
   payload, and writes ``ROOT/<version>/read.json``: producer -> case -> ``pass`` or the
   failure;
+- ``store`` (run in a release's environment) writes a small store on disk with the
+  installed lmcache (conformance/store/writers.py: its serializers, both modes, and its FS
+  adapter where it runs) into ``ROOT/<version>/store/``;
+- ``read-store`` (run in every release's environment after every ``store``) reads every
+  release's store with the installed lmcache (its filename reader and deserializers,
+  conformance/store/readers.py) into ``ROOT/<version>/store-read.json``: producer -> file ->
+  ``pass`` or the failure;
 - ``summary`` (any environment) compares each case's bytes across releases and gathers the
-  per-release results files (``ROOT/<version>/results.json``) and reads into
-  ``ROOT/releases.json`` (schema below); exit 1 when a release cannot read another's blob
-  or releases encode a case differently.
+  per-release results files (``ROOT/<version>/results.json``), reads and store reads into
+  ``ROOT/releases.json`` (schema below), with the reference's ``lmckv fsck`` verdict on each
+  release's store; exit 1 when a release cannot read another's blob or store, or releases
+  encode a case differently.
 
 ``releases.json``: ``{"kind": "lmckv-releases", "schema_version": 1, "versions": [...],
 "results": {version: results file name}, "encode": {case: {version: sha256 or "error: ..."}},
-"read": {consumer: {producer: {case: "pass" or failure}}}}``.
+"read": {consumer: {producer: {case: "pass" or failure}}}, "store_read": {consumer:
+{producer: {file: "pass" or failure}}}, "store_fsck": {producer: {"files": n, "problems":
+{rule: count}}}}``; the last two are absent from files written before stores were added.
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ from typing import Any
 
 from lmckv.conformance.core.digests import sha256
 from lmckv.conformance.drivers.base import Driver
+from lmckv.conformance.store import writers
 from lmckv.conformance.suite.codec_cases import encode_request
 from lmckv.conformance.suite.matrix import matrix_cases
 
@@ -88,11 +99,51 @@ def read(root: Path, driver: Driver | None = None) -> Path:
     return out
 
 
+#: The store each release writes: two ranks, both dtypes, both serde modes, small chunks.
+STORE_CHUNKS = writers.plan(1)
+STORE_SHAPE = writers.SMALL_CHUNK
+
+
+def write_release_store(root: Path) -> tuple[Path, str]:
+    """The installed release's store in ROOT/<version>/store, and the writer's name (its
+    best: writers.py)."""
+    out = root / installed_version() / "store"
+    chosen = writers.writer()
+    writers.write_store(out, STORE_CHUNKS, STORE_SHAPE, chosen)
+    return out, chosen.name
+
+
+def read_release_stores(root: Path) -> Path:
+    """Every release's store read by the installed one; ROOT/<version>/store-read.json."""
+    from lmckv.conformance.store.readers import UpstreamStoreReader
+
+    reader = UpstreamStoreReader()
+    found = {
+        producer.name: reader.read_store(producer / "store", STORE_CHUNKS, STORE_SHAPE)
+        for producer in sorted(p for p in root.iterdir() if (p / "store").is_dir())
+    }
+    out = root / installed_version() / "store-read.json"
+    out.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return out
+
+
+def _store_fsck(store: Path) -> dict[str, Any]:
+    from lmckv.conformance.store.fsck import check_store
+
+    report = check_store(store, jobs=1)
+    rules: dict[str, int] = {}
+    for problem in report.problems:
+        rules[problem.rule] = rules.get(problem.rule, 0) + 1
+    return {"files": len(report.verdicts), "problems": rules}
+
+
 def summarize(root: Path, versions: list[str]) -> dict[str, Any]:
     """releases.json's content for the releases ``versions`` (in order)."""
     encode: dict[str, dict[str, str]] = {}
     reads: dict[str, Any] = {}
     results: dict[str, str] = {}
+    store_reads: dict[str, Any] = {}
+    store_fsck: dict[str, Any] = {}
     for version in versions:
         folder = root / version
         for path in sorted((folder / "encoded").glob("*")):
@@ -106,6 +157,10 @@ def summarize(root: Path, versions: list[str]) -> dict[str, Any]:
             reads[version] = json.loads((folder / "read.json").read_text(encoding="utf-8"))
         if (folder / "results.json").is_file():
             results[version] = f"{version}/results.json"
+        if (folder / "store-read.json").is_file():
+            store_reads[version] = json.loads((folder / "store-read.json").read_text("utf-8"))
+        if (folder / "store").is_dir():
+            store_fsck[version] = _store_fsck(folder / "store")
     return {
         "kind": KIND,
         "schema_version": SCHEMA_VERSION,
@@ -113,6 +168,8 @@ def summarize(root: Path, versions: list[str]) -> dict[str, Any]:
         "results": results,
         "encode": encode,
         "read": reads,
+        "store_read": store_reads,
+        "store_fsck": store_fsck,
     }
 
 
@@ -133,6 +190,15 @@ def problems(summary: dict[str, Any]) -> list[str]:
             for case, verdict in sorted(cases.items()):
                 if verdict != "pass":
                     out.append(f"read: {consumer} reading {producer}'s {case}: {verdict}")
+    for consumer, producers in sorted(summary.get("store_read", {}).items()):
+        for producer, files in sorted(producers.items()):
+            failed = {f: v for f, v in files.items() if v != "pass"}
+            if failed:
+                first = next(iter(sorted(failed.items())))
+                out.append(
+                    f"store: {consumer} reading {producer}'s store: {len(failed)} of "
+                    f"{len(files)} files fail, first {first[0]}: {first[1]}"
+                )
     return out
 
 
@@ -140,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m lmckv.conformance.releases", description=__doc__
     )
-    parser.add_argument("step", choices=["dump", "read", "summary"])
+    parser.add_argument("step", choices=["dump", "read", "store", "read-store", "summary"])
     parser.add_argument("root", type=Path, help="one folder per release")
     parser.add_argument(
         "--versions", help="comma-separated release order for summary (default: the list)"
@@ -152,6 +218,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.step == "read":
         print(f"releases: read results in {read(root)}")
+        return 0
+    if args.step == "store":
+        out, how = write_release_store(root)
+        print(f"releases: store written into {out} ({how})")
+        return 0
+    if args.step == "read-store":
+        print(f"releases: store reads in {read_release_stores(root)}")
         return 0
     from lmckv.conformance.releases import listed_versions
 

@@ -20,11 +20,18 @@ import shlex
 from lmckv.conformance.drivers.base import Driver, DriverError
 from lmckv.conformance.drivers.exec_driver import ExecSettings
 from lmckv.conformance.drivers.in_process import load_in_process
+from lmckv.conformance.drivers.schema_check import with_schema_check
 
 
 def load_driver(spec: str, settings: ExecSettings | None = None) -> Driver:
     """Build the driver an ``--impl`` value names (``settings``: how exec testees run);
-    DriverError says why it cannot, in one line starting with ``--impl SPEC:``."""
+    DriverError says why it cannot, in one line starting with ``--impl SPEC:``. With
+    ``LMCKV_TESTEE_SCHEMA_LOG`` set, its exchanges are held to the testee schema
+    (drivers/schema_check.py)."""
+    return with_schema_check(_build_driver(spec, settings))
+
+
+def _build_driver(spec: str, settings: ExecSettings | None) -> Driver:
     try:
         driver = load_in_process(spec)
         if driver is not None:

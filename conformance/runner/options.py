@@ -62,6 +62,14 @@ def add_options(parser: pytest.Parser) -> None:
         "changed failure then passes as known); never adds or removes a line",
     )
     group.addoption(
+        "--known-failures",
+        action="append",
+        default=[],
+        metavar="[IMPL=]FILE",
+        help="apply the known-failure list FILE to IMPL (default: upstream) instead of the "
+        "one its name and version choose (repeatable)",
+    )
+    group.addoption(
         "--testee-timeout",
         type=float,
         default=None,

@@ -1,14 +1,14 @@
 """The conformance pytest plugin: implementations, rules, known failures, results.
 
-Options (see conformance/README.md): ``--impl`` (repeatable), ``--level``,
+Options (see conformance/README.md): ``--impl`` (repeatable), ``--level``, ``--known-failures``,
 ``--results-json``, ``--summary-md``, ``--draft-expectations``, ``--testee-timeout``,
-``--testee-max-failures``, ``--transcript``. Every test carries a ``rule`` marker; the
-plugin derives its level, applies the implementation's known failures as strict xfails,
-starts every failure message with the rule's id and SPEC.md anchor, ends at once the tests
-of an exec testee that stopped answering, collects every outcome (under pytest-xdist the
-controller receives all workers' reports, so the results file is written once, merged),
-checks the producer x consumer pair count and stale expectation lines, and prints the
-implementation x level table and the failures grouped by rule.
+``--testee-max-failures``, ``--transcript``. Every test carries a ``rule`` marker; the plugin
+derives its level, applies the implementation's known failures as strict xfails, starts every
+failure message with the rule's id and SPEC.md anchor, ends at once the tests of an exec testee
+that stopped answering, collects every outcome (under pytest-xdist the controller receives all
+workers' reports, so the results file is written once, merged), checks the producer x consumer
+pair count and stale expectation lines, and prints the implementation x level table and the
+failures grouped by rule.
 """
 
 from __future__ import annotations
@@ -23,13 +23,12 @@ from typing import Any
 import pytest
 
 from lmckv.conformance.core import observations
-from lmckv.conformance.core.observations import OBSERVED_CLOSE, OBSERVED_OPEN
-from lmckv.conformance.core.resources import package_path
 from lmckv.conformance.core.rules import RULES, SHOULD
 from lmckv.conformance.drivers import Driver, DriverError
 from lmckv.conformance.drivers.exec_driver import ExecSettings, Transcript
 from lmckv.conformance.runner import known_failures as exp
 from lmckv.conformance.runner.impl_specs import load_driver
+from lmckv.conformance.runner.known_failures import display_path
 from lmckv.conformance.runner.markdown_summary import write_markdown
 from lmckv.conformance.runner.options import COMMAND, in_command, testee_timeout
 from lmckv.conformance.runner.results_file import OUTCOMES, utc_now, write_results
@@ -44,8 +43,6 @@ INVOCATION_DIR = "lmckv_invocation_dir"
 PARTICIPANTS = pytest.StashKey[list[str]]()
 #: Why a test was not run: an implementation's testee stopped answering.
 STOPPED = pytest.StashKey[str]()
-UNEXPECTED_PASS = "unexpected pass: "
-FAILURE_CHANGED = "failure changed: "
 #: Driver kinds that are their own fixtures (a server or client, not a codec driver).
 SOCKET_KINDS = ("server", "client")
 
@@ -78,17 +75,6 @@ def _observe(exc: BaseException) -> str:
     return observations.from_message(f"{type(exc).__name__}: {exc}")
 
 
-def display_path(path: Path | None) -> str | None:
-    """A known-failure list as the results and messages name it: relative to the directory
-    holding the ``conformance`` package when it lies there, else absolute."""
-    if path is None:
-        return None
-    try:
-        return path.resolve().relative_to(package_path("lmckv.conformance").parent).as_posix()
-    except ValueError:
-        return str(path.resolve())
-
-
 def usage_error(config: pytest.Config, message: str) -> pytest.UsageError:
     """The error that ends the run before any test: one line, ``lmckv conformance: ...``
     under that command (printed here, the exception then carries nothing to print), else
@@ -108,7 +94,7 @@ class ConformancePlugin:
         self.started_utc = utc_now()
         self.is_worker = hasattr(config, "workerinput")
         self.drivers: dict[str, Driver] = {}
-        self.expectations: dict[str, exp.KnownFailures] = {}
+        self.verdicts = exp.Verdicts({})
         self.records: dict[str, dict[str, Any]] = {}
         #: node id -> why it was not run (its testee had stopped answering)
         self.not_run: dict[str, str] = {}
@@ -157,17 +143,42 @@ class ConformancePlugin:
                 driver.close()
                 raise usage_error(self.config, f"two --impl values are both named {driver.name!r}")
             self.drivers[driver.name] = driver
+        given = self._given_lists()
         try:
-            self.expectations = {
-                name: exp.load(name, d.info.version) for name, d in self.drivers.items()
+            lists = {
+                name: exp.load(name, d.info.version, given.get(name))
+                for name, d in self.drivers.items()
             }
         except exp.KnownFailuresError as exc:
             raise usage_error(self.config, f"known-failure list {exc}") from None
+        self.verdicts = exp.Verdicts(lists, bool(self.config.getoption("update_expectations")))
+
+    def _given_lists(self) -> dict[str, Path]:
+        """``--known-failures [IMPL=]FILE`` values: implementation name -> list file."""
+        given: dict[str, Path] = {}
+        for value in self.config.getoption("known_failures") or []:
+            name, sep, path = value.partition("=")
+            name, path = (name, path) if sep else ("upstream", value)
+            if name not in self.drivers:
+                raise usage_error(
+                    self.config, f"--known-failures {value}: no --impl is named {name!r}"
+                )
+            given[name] = self.settings.cwd / path
+        return given
 
     def known_failures_path(self, name: str) -> str | None:
         """The known-failure list used for implementation ``name`` (None: it has none)."""
-        kf = self.expectations.get(name)
+        kf = self.verdicts.lists.get(name)
         return display_path(kf.path) if kf is not None else None
+
+    def known_failures_source(self, name: str) -> str | None:
+        """:meth:`known_failures_path` and, when it is not the implementation's own list,
+        why the run uses it: ``conformance/known_failures/upstream-0.5.7rc2.txt (newest
+        release; 0.1.dev1+g1234567 is a development version without an earlier list)``."""
+        path = self.known_failures_path(name)
+        kf = self.verdicts.lists.get(name)
+        choice = kf.choice if kf is not None else None
+        return path if path is None or choice is None else f"{path} ({choice})"
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -176,7 +187,7 @@ class ConformancePlugin:
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         return [
-            f"known failures of {name}: {self.known_failures_path(name) or 'none'}"
+            f"known failures of {name}: {self.known_failures_source(name) or 'none'}"
             for name in self.drivers
         ]
 
@@ -199,13 +210,6 @@ class ConformancePlugin:
             metafunc.parametrize(
                 "pair", pairs, indirect=True, ids=[f"{p}-to-{c}" for p, c in pairs]
             )
-
-    def _known_reason(self, short: str, impls: list[str]) -> str | None:
-        for name in impls:
-            reason = self.expectations[name].reason_for(short)
-            if reason is not None:
-                return reason
-        return None
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(
@@ -243,7 +247,7 @@ class ConformancePlugin:
             ]
             participants = [n for n in (impl, producer) if n is not None]
             item.stash[PARTICIPANTS] = participants
-            reason = self._known_reason(exp.short_id(item.nodeid), participants)
+            reason = self.verdicts.reason(exp.short_id(item.nodeid), participants)
             if reason is not None:
                 item.add_marker(pytest.mark.xfail(strict=True, reason=reason))
             keep.append(item)
@@ -286,7 +290,13 @@ class ConformancePlugin:
         elif call.excinfo is not None and (report.failed or hasattr(report, "wasxfail")):
             now = _observe(call.excinfo.value)
             report.user_properties.append(("observed", now))
-            changed = self._failure_changed(item, now) if hasattr(report, "wasxfail") else None
+            changed = (
+                self.verdicts.on_failure(
+                    exp.short_id(item.nodeid), item.stash.get(PARTICIPANTS, []), now
+                )
+                if hasattr(report, "wasxfail")
+                else None
+            )
             if changed is not None:
                 report.outcome = "failed"
                 del report.wasxfail
@@ -299,7 +309,9 @@ class ConformancePlugin:
         tag = rule_tag(rule)
         longrepr = report.longrepr
         if isinstance(longrepr, str) and longrepr.startswith("[XPASS(strict)]"):
-            report.longrepr = f"{tag} {self._unexpected_pass(item)}"
+            short = exp.short_id(item.nodeid)
+            message = self.verdicts.on_pass(short, item.stash.get(PARTICIPANTS, []))
+            report.longrepr = f"{tag} {message}"
         elif isinstance(longrepr, str):
             report.longrepr = f"{tag} {longrepr}"
         else:
@@ -312,49 +324,6 @@ class ConformancePlugin:
                     (f"rule {rule} ({known.level})", f"{spec_link(rule)}: {known.summary}")
                 )
         return report
-
-    def _listed_line(self, item: pytest.Item) -> tuple[exp.KnownFailures, int, str] | None:
-        """(list, line number, listed test id) of the known-failure line naming the test."""
-        short = exp.short_id(item.nodeid)
-        for name in item.stash.get(PARTICIPANTS, []):
-            kf = self.expectations.get(name)
-            found = kf.line_for(short) if kf is not None else None
-            if kf is not None and found is not None:
-                return kf, found[0], found[1]
-        return None
-
-    def _failure_changed(self, item: pytest.Item, now: str) -> str | None:
-        """The failure message when a listed test fails otherwise than its line records
-        (None: as recorded, no observation recorded, or --update-expectations)."""
-        listed_line = self._listed_line(item)
-        if listed_line is None or self.config.getoption("update_expectations"):
-            return None
-        kf, number, listed = listed_line
-        was = kf.observation_for(listed)
-        if was is None or was == now:
-            return None
-        return (
-            f"{FAILURE_CHANGED}line {number} of {display_path(kf.path)} ({listed}) lists"
-            f"{OBSERVED_OPEN}{was}{OBSERVED_CLOSE}; now{OBSERVED_OPEN}{now}{OBSERVED_CLOSE}; "
-            "if the new failure is the known one, rewrite the line with --update-expectations"
-        )
-
-    def _unexpected_pass(self, item: pytest.Item) -> str:
-        short = exp.short_id(item.nodeid)
-        for name in item.stash.get(PARTICIPANTS, []):
-            kf = self.expectations.get(name)
-            found = kf.line_for(short) if kf is not None else None
-            if kf is None or found is None:
-                continue
-            number, listed = found
-            where = f"line {number} of {display_path(kf.path)}"
-            if listed == short:
-                return f"{UNEXPECTED_PASS}delete {where}: {listed}"
-            return (
-                f"{UNEXPECTED_PASS}{where} ({listed}) names this passing test: narrow the "
-                f"pattern or delete the line: {short}"
-            )
-        return f"{UNEXPECTED_PASS}a known-failure line names this passing test: {short}"
 
     # -- outcomes (controller) ------------------------------------------------------------
 
@@ -379,22 +348,9 @@ class ConformancePlugin:
                 "observed": None,
             }
             self.records[report.nodeid] = record
-        outcome = None
-        if report.when == "call":
-            if report.passed:
-                outcome = "pass"
-            elif report.skipped and hasattr(report, "wasxfail"):
-                outcome = "known_failure"
-            elif report.skipped:
-                outcome = "skip"
-            elif self._is_unexpected_pass(report):
-                outcome = "unexpected_pass"
-            else:
-                outcome = "fail"
-        elif report.failed:
-            outcome = "fail"
-        elif report.skipped and report.when == "setup":
-            outcome = "known_failure" if hasattr(report, "wasxfail") else "skip"
+        outcome = exp.Verdicts.outcome(
+            report.when, report.outcome, hasattr(report, "wasxfail"), str(report.longrepr)
+        )
         if outcome is not None and record["outcome"] != "fail":
             record["outcome"] = outcome
             reason = _reason(report)
@@ -402,13 +358,6 @@ class ConformancePlugin:
             record["reason"] = reason.removeprefix(tag) if reason is not None else None
             observed = props.get("observed")
             record["observed"] = str(observed) if observed is not None else None
-
-    @staticmethod
-    def _is_unexpected_pass(report: pytest.TestReport) -> bool:
-        text = str(report.longrepr)
-        if text.startswith("[XPASS(strict)]"):
-            return True
-        return text.startswith("[") and text.partition("] ")[2].startswith(UNEXPECTED_PASS)
 
     def _selection_is_full(self) -> bool:
         opt = self.config.option
@@ -463,19 +412,6 @@ class ConformancePlugin:
             )
         return matrix, problem
 
-    def _stale_expectations(self) -> list[str]:
-        """Lines that name no test of this run although every implementation they name ran."""
-        seen = [exp.short_id(nodeid) for nodeid in self.records]
-        impls = list(self.drivers)
-        stale = []
-        for e in self.expectations.values():
-            for line in e.reasons:
-                if exp.participants(line, impls) is None:
-                    continue  # it names an implementation this run did not load
-                if not any(exp.matches(line, test_id) for test_id in seen):
-                    stale.append(f"{e.path.name if e.path else e.impl}: {line}")
-        return stale
-
     def _summary(self) -> list[dict[str, Any]]:
         """Per implementation and level; matrix checks involve two implementations and are
         counted in the matrix rows instead."""
@@ -501,11 +437,22 @@ class ConformancePlugin:
             if pair_problem and not self.not_run:  # tests not run skip no capability
                 self.problems.append(pair_problem)
             self.problems += [
-                f"stale expectation (no such test ran): {s}" for s in self._stale_expectations()
+                f"stale expectation (no such test ran): {s}"
+                for s in self.verdicts.stale(map(exp.short_id, self.records), list(self.drivers))
             ]
         self.problems += self._stopped_testees()
-        if self.config.getoption("update_expectations"):
-            self._update_expectations()
+        if self.verdicts.updating:
+            rewritten = self.verdicts.rewrite(
+                (
+                    exp.short_id(rec["id"]),
+                    [n for n in (rec["impl"], rec["producer"]) if n is not None],
+                    rec["observed"],
+                )
+                for rec in self.records.values()
+                if rec["outcome"] == "known_failure" and rec.get("observed") is not None
+            )
+            self.updated = rewritten.lists
+            self.problems += rewritten.problems
         if self.problems and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         path = self.config.getoption("results_json")
@@ -518,38 +465,6 @@ class ConformancePlugin:
         if draft:
             self._write_drafts(Path(draft))
 
-    def _update_expectations(self) -> None:
-        """--update-expectations: write each listed test's observation into its line, for
-        the listed tests that still fail (a line several tests match must see one
-        observation; disagreeing ones are a problem and leave the line as it is)."""
-        seen: dict[tuple[str, str], set[str]] = defaultdict(set)
-        for rec in self.records.values():
-            if rec["outcome"] != "known_failure" or rec.get("observed") is None:
-                continue
-            short = exp.short_id(rec["id"])
-            for name in (rec["impl"], rec["producer"]):
-                kf = self.expectations.get(name) if name is not None else None
-                found = kf.line_for(short) if kf is not None else None
-                if found is not None:
-                    seen[(str(name), found[1])].add(rec["observed"])
-                    break
-        for name, kf in self.expectations.items():
-            chosen: dict[str, str] = {}
-            for (owner, listed), observed in sorted(seen.items()):
-                if owner != name:
-                    continue
-                if len(observed) == 1:
-                    chosen[listed] = next(iter(observed))
-                else:
-                    self.problems.append(
-                        f"--update-expectations: the tests of {listed} ({kf.source}) observe "
-                        f"{len(observed)} different failures: {sorted(observed)}; line left "
-                        "as it is"
-                    )
-            changed = exp.rewrite_observations(kf, chosen)
-            if changed:
-                self.updated.append((display_path(kf.path) or name, changed))
-
     def _write_results(self, path: Path) -> None:
         write_results(
             path,
@@ -560,13 +475,14 @@ class ConformancePlugin:
             summary=self._summary(),
             matrix=self.matrix,
             known_failures={name: self.known_failures_path(name) for name in self.drivers},
+            known_failures_choice={name: kf.choice for name, kf in self.verdicts.lists.items()},
         )
 
     def _write_markdown(self, path: Path, session: pytest.Session) -> None:
         write_markdown(
             path,
             impls=[d.info for d in self.drivers.values()],
-            known_failures={name: self.known_failures_path(name) for name in self.drivers},
+            known_failures={name: self.known_failures_source(name) for name in self.drivers},
             summary=self._summary(),
             matrix=self.matrix,
             groups=self._groups(),
@@ -608,7 +524,7 @@ class ConformancePlugin:
             self.matrix,
             self.narrowed,
             self.problems,
-            known_failures={name: self.known_failures_path(name) for name in self.drivers},
+            known_failures={name: self.known_failures_source(name) for name in self.drivers},
             groups=self._groups(),
             outputs=[
                 (what, self.config.getoption(option))

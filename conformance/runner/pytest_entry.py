@@ -98,6 +98,8 @@ def server(request: pytest.FixtureRequest) -> ServerDriver:
 
     driver = get_plugin(request.config).drivers[request.param]
     assert isinstance(driver, ServerDriver)
+    if driver.absent is not None:
+        pytest.skip(f"{driver.name}: {driver.absent}")
     driver.address  # noqa: B018 - starts it
     return driver
 
@@ -110,4 +112,6 @@ def client(request: pytest.FixtureRequest) -> ClientDriver:
 
     driver = get_plugin(request.config).drivers[request.param]
     assert isinstance(driver, ClientDriver)
+    if driver.absent is not None:
+        pytest.skip(f"{driver.name}: {driver.absent}")
     return driver

@@ -49,9 +49,11 @@ def write_results(
     summary: list[dict[str, Any]],
     matrix: list[dict[str, Any]],
     known_failures: dict[str, str | None] | None = None,
+    known_failures_choice: dict[str, str | None] | None = None,
 ) -> None:
     """Write the results document to ``path`` (parents created). ``known_failures``: the
-    known-failure list used for each implementation (None: none)."""
+    known-failure list used for each implementation (None: none); ``known_failures_choice``:
+    why, when it is not the implementation's own list (None: it is)."""
     data = {
         "schema_version": RESULTS_VERSION,
         "started_utc": started_utc,
@@ -64,6 +66,7 @@ def write_results(
                 "version": info.version,
                 "capabilities": list(info.capabilities),
                 "known_failures": (known_failures or {}).get(info.name),
+                "known_failures_choice": (known_failures_choice or {}).get(info.name),
             }
             for info in impls
         ],

@@ -4,25 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from lmckv.conformance.core.blob_model import HASH_KEYS, Sections, cut_from_end
+from lmckv.conformance.core.blob_model import Sections, cut_from_end
 from lmckv.conformance.core.golden_vectors import golden_file, vectors
+from lmckv.conformance.core.operations import EXPECT_PREFIX, OPS, field_type
+from lmckv.conformance.core.wire import FieldType
 from lmckv.conformance.drivers.base import Driver
 
-ENCODE_FIELDS = (
-    "dtype",
-    "shape",
-    "scale_scope",
-    "head_axis",
-    "page_axis",
-    "scale_dtype",
-    "layer_id",
-    "chunk_id",
-    "chunk_size",
-    "page_size",
-    "kv_head_count",
-    "head_dim",
-    "scales_shape",
-    *HASH_KEYS,
+#: The codec.encode request fields an encode vector gives inline (the operations table's
+#: request fields less the tensors, which the vector names by file).
+ENCODE_FIELDS = tuple(
+    name for name in OPS["codec.encode"].request if field_type(name) is not FieldType.BYTES
+)
+#: The codec.encode request fields read from the vector's files: ``<name>_file``.
+ENCODE_FILES = tuple(
+    name for name in OPS["codec.encode"].request if field_type(name) is FieldType.BYTES
 )
 
 
@@ -41,7 +36,7 @@ def parse_request(vector: dict[str, Any]) -> dict[str, Any]:
     if parse.get("allow_trailing"):
         req["allow_trailing"] = True
     for name, value in parse.get("expected_hashes", {}).items():
-        req[f"expect_{name}"] = value
+        req[EXPECT_PREFIX + name] = value
     return req
 
 
@@ -49,18 +44,18 @@ def encode_request(vector: dict[str, Any]) -> dict[str, Any]:
     """The codec.encode fields of an encode vector (inputs read from their files)."""
     enc = vector["encode"]
     req = {name: enc[name] for name in ENCODE_FIELDS if name in enc}
-    req["k"] = golden_file(enc["k_file"])
-    req["v"] = golden_file(enc["v_file"])
-    if "v_scales_file" in enc:
-        req["v_scales"] = golden_file(enc["v_scales_file"])
+    req |= {
+        name: golden_file(enc[f"{name}_file"]) for name in ENCODE_FILES if f"{name}_file" in enc
+    }
     return req
 
 
 def encode_capabilities(vector: dict[str, Any]) -> list[str]:
-    caps = ["codec.encode"]
-    if "v_scales_file" in vector["encode"]:
-        caps.append("codec.encode_scales")
-    return caps
+    """codec.encode, and each flag covering a field the vector gives (the operations table)."""
+    enc = vector["encode"]
+    given = {name.removesuffix("_file") for name in enc}
+    flags = OPS["codec.encode"].flags
+    return ["codec.encode", *(flag for flag, names in flags.items() if given & set(names))]
 
 
 _ENCODED: dict[tuple[str, str], dict[str, Any]] = {}

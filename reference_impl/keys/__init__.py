@@ -7,7 +7,6 @@ The public names and call signatures match upstream ``lmcache.v1.distributed.api
 :class:`KeyFormatError`, itself a ``ValueError``.
 """
 
-from lmckv.reference_impl.keys.encoded import EncodedObjectKey
 from lmckv.reference_impl.keys.errors import (
     DescriptorError,
     KeyFormatError,
@@ -24,7 +23,7 @@ from lmckv.reference_impl.keys.fs_form import (
 from lmckv.reference_impl.keys.ipc import ipc_key_to_object_keys
 from lmckv.reference_impl.keys.layout import MemoryLayoutDesc
 from lmckv.reference_impl.keys.listing import KeyEntry, KeyListPage
-from lmckv.reference_impl.keys.object_key import ObjectKey
+from lmckv.reference_impl.keys.object_key import EncodedObjectKey, ObjectKey
 from lmckv.reference_impl.keys.prefetch import PrefetchHandle, PrefetchMode, TrimPolicy
 from lmckv.reference_impl.keys.string_form import object_key_to_string, string_to_object_key
 from lmckv.reference_impl.keys.windows import DEFAULT_ATTN_WINDOW_DESC, AttnWindowDesc

@@ -35,3 +35,14 @@ def compute_kv_rank(
         | _field("local_world_size", local_world_size) << 8
         | _field("local_rank", local_rank)
     )
+
+
+def split_kv_rank(kv_rank: int) -> tuple[int, int, int, int]:
+    """The four fields KEY-KVRANK-PACK packs into ``kv_rank``: (world_size, global_rank,
+    local_world_size, local_rank)."""
+    return (
+        kv_rank >> 24 & KV_RANK_FIELD_MAX,
+        kv_rank >> 16 & KV_RANK_FIELD_MAX,
+        kv_rank >> 8 & KV_RANK_FIELD_MAX,
+        kv_rank & KV_RANK_FIELD_MAX,
+    )

@@ -1,17 +1,18 @@
 """ObjectKey: the identity of one stored object in the distributed storage manager
 (SPEC "ObjectKey", rules KEY-MODEL-CHARS, KEY-SALT-*, KEY-GROUP-RANGE, KEY-KVRANK-WIDTH,
-KEY-HASH-BYTES)."""
+KEY-HASH-BYTES), and EncodedObjectKey, its JSON-safe form (SPEC "EncodedObjectKey", rules
+KEY-ENCODED-FIELDS, KEY-HEX-CANONICAL). Each converts to the other, as upstream's do, so the
+two live in one module (no import circle)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
 
-from lmckv.reference_impl.keys.errors import ObjectKeyInvariantError
+from lmckv.reference_impl.keys.errors import MalformedObjectKeyStringError, ObjectKeyInvariantError
+from lmckv.reference_impl.keys.hex_fields import read_chunk_hash
 from lmckv.reference_impl.keys.kv_rank import KV_RANK_MAX, compute_kv_rank
-
-if TYPE_CHECKING:
-    from lmckv.reference_impl.keys.encoded import EncodedObjectKey
 
 MODEL_FORBIDDEN_CHARS = frozenset("@\x00")
 """``@`` separates serialized fields; NUL ends C strings in the native connector."""
@@ -95,8 +96,6 @@ class ObjectKey:
 
     def to_encoded_object_key(self) -> EncodedObjectKey:
         """The JSON-safe projection: chunk_hash as lowercase hex, other fields verbatim."""
-        from lmckv.reference_impl.keys.encoded import EncodedObjectKey
-
         return EncodedObjectKey(
             chunk_hash_hex=self.chunk_hash.hex(),
             model_name=self.model_name,
@@ -145,3 +144,73 @@ class ObjectKey:
                 f"kv_rank must be an int, got {kv_rank!r}", rule="KEY-KVRANK-PACK"
             )
         return (kv_rank >> 24) & 0xFF
+
+
+_REQUIRED_FIELDS = ("chunk_hash_hex", "model_name", "kv_rank")
+_OPTIONAL_FIELDS = {"object_group_id": 0, "cache_salt": ""}
+_FIELD_TYPES: dict[str, type] = {
+    "chunk_hash_hex": str,
+    "model_name": str,
+    "kv_rank": int,
+    "object_group_id": int,
+    "cache_salt": str,
+}
+
+
+@dataclass(frozen=True)
+class EncodedObjectKey:
+    """ObjectKey with ``chunk_hash`` as lowercase hex; other fields verbatim."""
+
+    chunk_hash_hex: str
+    model_name: str
+    kv_rank: int
+    object_group_id: int = 0
+    cache_salt: str = ""
+
+    def to_object_key(self) -> ObjectKey:
+        """The ObjectKey; bad hex or a broken ObjectKey invariant raises KeyFormatError."""
+        if not isinstance(self.chunk_hash_hex, str):
+            raise MalformedObjectKeyStringError(
+                f"chunk_hash_hex must be a str, got {self.chunk_hash_hex!r}",
+                rule="KEY-ENCODED-FIELDS",
+            )
+        return ObjectKey(
+            chunk_hash=read_chunk_hash(self.chunk_hash_hex, "EncodedObjectKey.chunk_hash_hex"),
+            model_name=self.model_name,
+            kv_rank=self.kv_rank,
+            object_group_id=self.object_group_id,
+            cache_salt=self.cache_salt,
+        )
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The JSON object: the five field names as keys."""
+        return asdict(self)
+
+    @staticmethod
+    def from_json_dict(obj: Mapping[str, Any]) -> EncodedObjectKey:
+        """Read a decoded JSON object: the three required fields, the two optional ones
+        (defaults 0 and ""), no other key, and each value of its JSON type."""
+        if not isinstance(obj, Mapping):
+            raise MalformedObjectKeyStringError(
+                f"EncodedObjectKey must be a JSON object, got {type(obj).__name__}",
+                rule="KEY-ENCODED-FIELDS",
+            )
+        unknown = sorted(str(name) for name in obj if name not in _FIELD_TYPES)
+        if unknown:
+            raise MalformedObjectKeyStringError(
+                f"unknown EncodedObjectKey fields {unknown}", rule="KEY-ENCODED-FIELDS"
+            )
+        missing = [name for name in _REQUIRED_FIELDS if name not in obj]
+        if missing:
+            raise MalformedObjectKeyStringError(
+                f"EncodedObjectKey lacks fields {missing}", rule="KEY-ENCODED-FIELDS"
+            )
+        values = {**_OPTIONAL_FIELDS, **obj}
+        for name, kind in _FIELD_TYPES.items():
+            value = values[name]
+            if isinstance(value, bool) or not isinstance(value, kind):
+                raise MalformedObjectKeyStringError(
+                    f"EncodedObjectKey.{name} must be {kind.__name__}, got {value!r}",
+                    rule="KEY-ENCODED-FIELDS",
+                )
+        return EncodedObjectKey(**values)

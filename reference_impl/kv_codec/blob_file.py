@@ -1,36 +1,108 @@
-"""A blob file checked as a stream: the header first, the declared lengths against the
-file's size before any payload byte is read, then the CRC in pieces (SPEC "Blob files").
+"""A blob file verified in bounded memory: the header, then the declared lengths against the
+file's size, then the payload CRC in pieces (SPEC.md "Reader rules"; the store's rules,
+STORE-BLOB-TRUNCATED and STORE-BLOB-VALID, apply it to every file of a store).
 
-Memory stays bounded whatever the file claims or holds: at most the header (up to
-:data:`HEADER_READ_LIMIT` bytes) and one :data:`CRC_PIECE` of payload are held at once. Only
-regular files are read; a FIFO, a device or a directory is refused before anything is read.
-The validation rules are the in-memory reader's (``header.read_header``, ``check_extent``,
-``check_crc``); only how the bytes are fetched differs. ``lmckv inspect`` and ``lmckv fsck``
-call :func:`check_blob_file`.
+The checks are those of :func:`~lmckv.reference_impl.kv_codec.header.deserialize_header`,
+strict (no trailing bytes), run by the same field parser; only the payload is never held
+whole. Memory: the header (read in growing prefixes, at most :data:`MAX_HEADER_BYTES`)
+and one :data:`CRC_PIECE` buffer, whatever the file's size.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
+from typing import BinaryIO
 
 from lmckv.reference_impl.kv_codec.checksum import payload_crc32
-from lmckv.reference_impl.kv_codec.errors import CorruptEncodedKVError
-from lmckv.reference_impl.kv_codec.header import (
-    EncodedKV,
-    check_crc,
-    check_extent,
-    read_header,
-)
+from lmckv.reference_impl.kv_codec.errors import CodecError, CorruptEncodedKVError
+from lmckv.reference_impl.kv_codec.header import EncodedKV, parse_header_fields
 
-#: The longest header read (the format allows up to 65535 hash pairs of 64 KiB strings;
-#: no writer emits more than a few KiB). A longer one is refused, not read.
-HEADER_READ_LIMIT = 16 << 20
-#: The first read of a header, grown fourfold while the header is longer.
+#: The first read: every header the reference writes with short hash strings fits.
 FIRST_READ = 4096
-#: Payload bytes read (and checksummed) at once.
+#: The longest header this reader holds: far above any header a writer emits (six hash
+#: pairs of at most 65535 bytes each need 393 KiB), short of what a hostile hash count
+#: could declare (65535 pairs of 128 KiB).
+MAX_HEADER_BYTES = 16 << 20
+#: The payload is read and checksummed this many bytes at a time.
 CRC_PIECE = 1 << 20
+
+
+class TruncatedBlobError(CorruptEncodedKVError):
+    """The file ends before the header does, or before the payload its header declares."""
+
+
+class BlobFileLimitError(CodecError):
+    """The header runs past :data:`MAX_HEADER_BYTES`: neither held nor checked (not a
+    verdict on the blob)."""
+
+
+def _read_exact(f: BinaryIO, n: int) -> bytes:
+    data = f.read(n)
+    if len(data) != n:
+        raise TruncatedBlobError(
+            f"the file changed while read: {len(data)} of {n} bytes", rule="KV-TRUNCATED"
+        )
+    return data
+
+
+def _header(f: BinaryIO, size: int) -> tuple[EncodedKV, int, int]:
+    """Parse the header from the file's first bytes, reading more while it runs past them."""
+    want = min(size, FIRST_READ)
+    prefix = _read_exact(f, want)
+    while True:
+        try:
+            return parse_header_fields(prefix)
+        except CorruptEncodedKVError as exc:
+            if exc.rule != "KV-TRUNCATED":
+                raise
+            if len(prefix) == size:
+                raise TruncatedBlobError(
+                    f"the file ({size} bytes) ends inside the header: {exc}", rule="KV-TRUNCATED"
+                ) from None
+            if len(prefix) >= MAX_HEADER_BYTES:
+                raise BlobFileLimitError(
+                    f"header longer than {MAX_HEADER_BYTES} bytes: not checked"
+                ) from None
+        want = min(size, 2 * len(prefix), MAX_HEADER_BYTES)
+        prefix += _read_exact(f, want - len(prefix))
+
+
+def verify_blob_file(f: BinaryIO, size: int) -> EncodedKV:
+    """Verify the blob file ``f`` (positioned at its start, ``size`` bytes long) as
+    ``deserialize_header`` verifies a buffer, strictly; returns its header fields with
+    ``header_bytes`` set and no payload. Raises :class:`TruncatedBlobError` when the file
+    is shorter than the header or than the lengths it declares (checked before any
+    payload byte is read), CorruptEncodedKVError for every other reader rule."""
+    enc, header_len, crc = _header(f, size)
+    end = header_len + enc.expected_payload_len()
+    if end > size:
+        raise TruncatedBlobError(
+            f"payload truncated: header ends at {header_len}, {enc.expected_payload_len()} "
+            f"payload bytes declared, the file holds {size}",
+            rule="KV-LEN-SUM",
+        )
+    if end < size:
+        raise CorruptEncodedKVError(f"{size - end} bytes follow the payload", rule="KV-TRAILING")
+    f.seek(0)
+    enc.header_bytes = _read_exact(f, header_len)
+    computed, left = 0, enc.expected_payload_len()
+    while left:
+        piece = _read_exact(f, min(CRC_PIECE, left))
+        computed = payload_crc32(piece, computed)
+        left -= len(piece)
+    if computed != crc:
+        raise CorruptEncodedKVError(
+            f"payload CRC-32 mismatch: header says {crc:#010x}, payload gives {computed:#010x}",
+            rule="KV-CRC",
+        )
+    return enc
+
+
+class BlobFileError(Exception):
+    """The path cannot be checked: it cannot be opened or read, or it is not a regular
+    file (a FIFO, a device, a directory: refused before anything is read)."""
+
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -41,78 +113,23 @@ _KINDS = (
 )
 
 
-class BlobFileError(Exception):
-    """The file cannot be checked: it cannot be opened or read, it is not a regular file,
-    or its header is longer than HEADER_READ_LIMIT. (A file that is read and is not a
-    valid blob raises CorruptEncodedKVError instead.)"""
-
-
-@dataclass(frozen=True)
-class BlobFile:
-    """A checked blob file: its header fields (``enc.payload`` is empty; the payload
-    stays on disk), and where the payload starts and ends."""
-
-    enc: EncodedKV
-    header_len: int
-    size: int
-
-
-def _kind(mode: int) -> str:
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
-
-
-def _pread_exact(fd: int, n: int, offset: int, path: str) -> bytes:
-    data = os.pread(fd, n, offset)
-    if len(data) != n:
-        raise BlobFileError(f"{path}: the file changed while read ({len(data)} of {n} bytes)")
-    return data
-
-
-def _header(fd: int, size: int, path: str) -> tuple[EncodedKV, int, int, bytes]:
-    """Read and check the header, reading more only while it is cut short."""
-    want = min(size, FIRST_READ)
-    while True:
-        prefix = _pread_exact(fd, want, 0, path)
-        try:
-            enc, header_len, crc = read_header(memoryview(prefix))
-        except CorruptEncodedKVError as e:
-            if e.rule != "KV-TRUNCATED" or want >= size:
-                raise
-            if want >= HEADER_READ_LIMIT:
-                raise BlobFileError(
-                    f"{path}: the header is longer than this reader's limit of "
-                    f"{HEADER_READ_LIMIT} bytes (HEADER_READ_LIMIT); not read further"
-                ) from None
-            want = min(size, want * 4, HEADER_READ_LIMIT)
-            continue
-        return enc, header_len, crc, prefix[:header_len]
-
-
-def check_blob_file(path: str | os.PathLike[str]) -> BlobFile:
-    """Check the blob in the regular file ``path`` by the reader rules, reading it in
-    bounded pieces. Raises CorruptEncodedKVError (the rule broken) for an invalid blob
-    and BlobFileError when the file cannot be checked."""
+def check_blob_file(path: str | os.PathLike[str]) -> EncodedKV:
+    """:func:`verify_blob_file` on the regular file at ``path``, opened without blocking
+    (a FIFO does not hang the open) and refused unless ``fstat`` says it is a regular
+    file. Raises BlobFileError when it cannot be checked, the errors of
+    ``verify_blob_file`` otherwise (``lmckv inspect`` calls this)."""
     name = os.fsdecode(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
         raise BlobFileError(f"cannot read {name}: {e.strerror or e}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise BlobFileError(f"{name}: {_kind(st.st_mode)}, not a regular file; not read")
-        size = st.st_size
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = next((k for test, k in _KINDS if test(mode)), "not a regular file")
+        raise BlobFileError(f"{name}: {kind}, not a regular file; not read")
+    with os.fdopen(fd, "rb") as f:
         try:
-            enc, header_len, crc, header = _header(fd, size, name)
-            end = check_extent(header_len, enc.expected_payload_len(), size, False)
-            computed = 0
-            for offset in range(header_len, end, CRC_PIECE):
-                piece = _pread_exact(fd, min(CRC_PIECE, end - offset), offset, name)
-                computed = payload_crc32(piece, computed)
+            return verify_blob_file(f, os.fstat(fd).st_size)
         except OSError as e:
             raise BlobFileError(f"cannot read {name}: {e.strerror or e}") from None
-        check_crc(crc, computed)
-        enc.header_bytes = header
-        return BlobFile(enc, header_len, size)
-    finally:
-        os.close(fd)

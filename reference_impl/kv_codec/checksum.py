@@ -11,7 +11,7 @@ from __future__ import annotations
 from zlib_ng import zlib_ng
 
 
-def payload_crc32(data: bytes | bytearray | memoryview, start: int = 0) -> int:
-    """The u32 stored in ``payload_crc32``: CRC-32 (IEEE) of ``data``; with ``start``, the
-    CRC-32 of what came before ``data`` then ``data`` (for computing it in pieces)."""
-    return zlib_ng.crc32(data, start) & 0xFFFFFFFF
+def payload_crc32(data: bytes | bytearray | memoryview, running: int = 0) -> int:
+    """The u32 stored in ``payload_crc32``: CRC-32 (IEEE) of ``data``; with ``running``, the
+    CRC-32 of the bytes whose CRC-32 that is followed by ``data`` (a payload in pieces)."""
+    return zlib_ng.crc32(data, running) & 0xFFFFFFFF

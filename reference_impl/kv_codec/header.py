@@ -518,16 +518,15 @@ def _check_scale_shape(enc: EncodedKV, elems: int) -> None:
                 )
 
 
-def deserialize_header(
-    buf: bytes | bytearray | memoryview, *, allow_trailing: bool = False
-) -> EncodedKV:
-    """Parse and verify a whole blob; the returned payload is a view over ``buf``.
+def parse_header_fields(
+    buf: bytes | bytearray | memoryview,
+) -> tuple[EncodedKV, int, int]:
+    """Parse and check every header field of the blob that ``buf`` starts with, reading no
+    payload byte: ``(enc, header_len, payload_crc32)``, ``enc`` without payload.
 
-    Checks, in order: length, magic (KV-MAGIC), version (KV-VERSION), scope (KV-SCOPE),
-    dtypes (KV-*-DTYPE), reserved (KV-RESERVED), scale_shape_n (KV-SCALE-SHAPE-N),
-    hash strings (KV-HASHES), every redundant length (KV-LEN-*), the payload extent and
-    trailing bytes (KV-TRAILING), then the CRC (KV-CRC). With ``allow_trailing`` bytes
-    after the payload are ignored, for readers that fill block-aligned buffers.
+    The checks of :func:`deserialize_header` up to and including the redundant lengths:
+    a ``buf`` that ends inside the header raises KV-TRUNCATED, so a reader of a file can
+    hand it the file's first bytes and read more on that error (blob_file.py).
     Raises CorruptEncodedKVError, and nothing else, for any bad input.
     """
     try:
@@ -536,19 +535,6 @@ def deserialize_header(
         raise CorruptEncodedKVError(
             f"not a contiguous byte buffer: {e}", rule="KV-TRUNCATED"
         ) from None
-    enc, header_len, crc = read_header(mv)
-    end = check_extent(header_len, enc.expected_payload_len(), len(mv), allow_trailing)
-    enc.payload = mv[header_len:end]
-    check_crc(crc, payload_crc32(enc.payload))
-    enc.header_bytes = bytes(mv[:header_len])
-    return enc
-
-
-def read_header(mv: memoryview) -> tuple[EncodedKV, int, int]:
-    """The header at the start of ``mv``, checked up to and including its consistency
-    (every rule of ``deserialize_header`` before the payload extent): the fields (no
-    payload), the header's length and the stored CRC. ``mv`` need not hold the payload;
-    a header cut short raises KV-TRUNCATED."""
     r = _Reader(mv)
     (magic, version, scope_id, k_id, v_id, s_id, reserved, *geometry) = r.take(
         _FIXED, "fixed header"
@@ -600,28 +586,39 @@ def read_header(mv: memoryview) -> tuple[EncodedKV, int, int]:
     return enc, r.off, crc
 
 
-def check_extent(header_len: int, payload_len: int, available: int, allow_trailing: bool) -> int:
-    """KV-LEN-SUM and KV-TRAILING: where the payload ends, given ``available`` bytes from
-    the start of the blob."""
-    end = header_len + payload_len
-    if end > available:
+def deserialize_header(
+    buf: bytes | bytearray | memoryview, *, allow_trailing: bool = False
+) -> EncodedKV:
+    """Parse and verify a whole blob; the returned payload is a view over ``buf``.
+
+    Checks, in order: length, magic (KV-MAGIC), version (KV-VERSION), scope (KV-SCOPE),
+    dtypes (KV-*-DTYPE), reserved (KV-RESERVED), scale_shape_n (KV-SCALE-SHAPE-N),
+    hash strings (KV-HASHES), every redundant length (KV-LEN-*) (all of them
+    :func:`parse_header_fields`), the payload extent and trailing bytes (KV-TRAILING), then
+    the CRC (KV-CRC). With ``allow_trailing`` bytes after the payload are ignored, for
+    readers that fill block-aligned buffers.
+    Raises CorruptEncodedKVError, and nothing else, for any bad input.
+    """
+    enc, header_len, crc = parse_header_fields(buf)
+    mv = memoryview(buf).cast("B")
+    end = header_len + enc.expected_payload_len()
+    if end > len(mv):
         raise CorruptEncodedKVError(
-            f"payload truncated: header ends at {header_len}, {payload_len} "
-            f"payload bytes declared, buffer holds {available}",
+            f"payload truncated: header ends at {header_len}, {enc.expected_payload_len()} "
+            f"payload bytes declared, buffer holds {len(mv)}",
             rule="KV-LEN-SUM",
         )
-    if end < available and not allow_trailing:
+    if end < len(mv) and not allow_trailing:
         raise CorruptEncodedKVError(
-            f"{available - end} bytes follow the payload (pass allow_trailing=True to ignore)",
+            f"{len(mv) - end} bytes follow the payload (pass allow_trailing=True to ignore)",
             rule="KV-TRAILING",
         )
-    return end
-
-
-def check_crc(stored: int, computed: int) -> None:
-    """KV-CRC: the stored checksum matches the payload's."""
-    if computed != stored:
+    enc.payload = mv[header_len:end]
+    computed = payload_crc32(enc.payload)
+    if computed != crc:
         raise CorruptEncodedKVError(
-            f"payload CRC-32 mismatch: header says {stored:#010x}, payload gives {computed:#010x}",
+            f"payload CRC-32 mismatch: header says {crc:#010x}, payload gives {computed:#010x}",
             rule="KV-CRC",
         )
+    enc.header_bytes = bytes(mv[:header_len])
+    return enc

@@ -78,14 +78,13 @@ def inspect_file(path: str, *, decode: bool) -> dict[str, Any]:
     payload into memory, once its length is known to match the file. Raises
     BlobFileError when the file cannot be checked."""
     try:
-        checked = check_blob_file(path)
+        enc = check_blob_file(path)
     except CodecError as e:
         return {"path": path, "valid": False, "error": type(e).__name__, "message": str(e)}
-    record: dict[str, Any] = {"path": path, "valid": True, "header": header_record(checked.enc)}
+    record: dict[str, Any] = {"path": path, "valid": True, "header": header_record(enc)}
     if decode:
         try:
-            enc = AsymK16V8Codec().from_bytes(Path(path).read_bytes())
-            record["stats"] = decode_stats(enc)
+            record["stats"] = decode_stats(AsymK16V8Codec().from_bytes(Path(path).read_bytes()))
         except CodecError as e:  # a valid blob whose layout this reader cannot shape
             record["stats_error"] = f"{type(e).__name__}: {e}"
     return record

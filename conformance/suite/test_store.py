@@ -1,0 +1,64 @@
+"""A store written by the implementation (SPEC.md "A store on disk"): its blobs of the
+canonical matrix inputs it encodes (``codec.encode``; a case it refuses is the matrix tests'
+business, not this store's) under the FS filenames of their keys
+(``key.fs.write``), two ranks of one model, checked by the reference's store checker once
+per implementation; each STORE-* rule is one test, failing when any file breaks it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from lmckv.conformance.core.rules import RULES
+from lmckv.conformance.drivers.base import Driver
+from lmckv.conformance.store.fsck import Problem, check_store
+from lmckv.conformance.suite.codec_cases import encode_cached
+from lmckv.conformance.suite.matrix import matrix_cases
+from lmckv.conformance.suite.verdicts import expect_ok, require
+
+STORE_RULES = sorted(r for r in RULES if r.startswith("STORE-"))
+MODEL = "org/store-model"
+#: kv_rank of rank 0 and rank 1 of a 2-way tensor-parallel group on one node.
+KV_RANKS = (0x02000200, 0x02010201)
+_PROBLEMS: dict[str, list[Problem]] = {}
+
+
+def _store_problems(impl: Driver) -> list[Problem]:
+    """The problems the checker finds in the store ``impl`` writes (written and checked
+    once per implementation and process)."""
+    if impl.name in _PROBLEMS:
+        return _PROBLEMS[impl.name]
+    with tempfile.TemporaryDirectory(prefix="lmckv-store-") as folder:
+        directory = Path(folder)
+        for i, case in enumerate(matrix_cases()):
+            key = {
+                "chunk_hash": hashlib.sha256(case["id"].encode()).digest()[:16],
+                "model_name": MODEL,
+                "kv_rank": KV_RANKS[i % len(KV_RANKS)],
+            }
+            encoded = encode_cached(impl, case)
+            if not encoded["ok"]:
+                continue
+            name = expect_ok(impl.call("key.fs.write", **key), f"key.fs.write {key}")["filename"]
+            (directory / name).write_bytes(encoded["blob"])
+        _PROBLEMS[impl.name] = check_store(directory, jobs=1).problems
+    return _PROBLEMS[impl.name]
+
+
+@pytest.mark.parametrize(
+    "rule", [pytest.param(r, marks=pytest.mark.rule(r), id=r.lower()) for r in STORE_RULES]
+)
+def test_store_written_by_impl(impl: Driver, rule: str) -> None:
+    """No file of the implementation's store breaks ``rule``."""
+    require(impl, "key.fs.write", "codec.encode")
+    broken = [p for p in _store_problems(impl) if p.rule == rule]
+    if broken:
+        pytest.fail(
+            f"{len(broken)} files of the store {impl.name} writes break {rule}: "
+            + "; ".join(f"{p.file}: {p.message}" for p in broken[:3]),
+            pytrace=False,
+        )
