@@ -16,7 +16,8 @@
   catch an injected slowdown on this machine (``bench.gate_check``).
 - ``gpu-check --out DIR``: the short GPU check (``bench.gpu_check``).
 - ``load [--impl SERVER]... [--clients N] [--ops M] [--time-cap S] [--out DIR]``: loopback
-  load on the reference and upstream cache servers (``bench.load``).
+  load on the reference and upstream cache servers (``bench.load``); with ``--hostile
+  [--attack-seconds S]`` the hostile-load scenario instead (``bench.hostile``).
 
 Exit codes: 0 success / no regression / gate holds, 1 regression / failed target / failed
 check / gate does not hold, 2 bad usage or input (``compare``: also runs from different
@@ -145,6 +146,13 @@ def _gpu_check(args: argparse.Namespace) -> int:
 
 def _load(args: argparse.Namespace) -> int:
     from lmckv.bench.load import SERVERS, LoadPlan, main_load
+
+    if args.hostile:
+        from lmckv.bench.hostile import HostilePlan, main_hostile
+
+        return main_hostile(
+            args.impl or list(SERVERS), HostilePlan(duration_s=args.attack_seconds), args.out
+        )
 
     plan = LoadPlan(clients=args.clients, ops=args.ops, time_cap_s=args.time_cap)
     return main_load(args.impl or list(SERVERS), plan, args.out)
@@ -279,6 +287,15 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--ops", type=int, default=200, help="round trips per client and size")
     load.add_argument("--time-cap", type=float, default=20.0, help="seconds per size at most")
     load.add_argument("--out", type=Path, help="folder for a results file with the load rows")
+    load.add_argument(
+        "--hostile",
+        action="store_true",
+        help="the hostile-load scenario instead: each attack (idle flood, slow headers, stalled "
+        "payloads, unread replies, garbage) beside a canary client (bench/hostile.py)",
+    )
+    load.add_argument(
+        "--attack-seconds", type=float, default=20.0, help="seconds per attack (--hostile)"
+    )
     load.set_defaults(func=_load)
     return parser
 

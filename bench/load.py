@@ -45,7 +45,7 @@ def _value_bytes(size: str) -> int:
     return 2 * SIZES[size] * HIDDEN * 2
 
 
-def _percentile(sorted_values: list[float], q: float) -> float | None:
+def percentile(sorted_values: list[float], q: float) -> float | None:
     if not sorted_values:
         return None
     index = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
@@ -75,7 +75,7 @@ class _Sampler(threading.Thread):
                 break
 
 
-def _proc_kb(pid: int | None, field: str) -> int | None:
+def proc_status_kb(pid: int | None, field: str) -> int | None:
     if pid is None:
         return None
     try:
@@ -138,8 +138,8 @@ def run_size(
     sampler.join(5)
     lat = sorted(x for per in latencies for x in per)
     trips = len(lat)
-    hwm = _proc_kb(pid, "VmHWM")
-    p50, p99 = _percentile(lat, 0.5), _percentile(lat, 0.99)
+    hwm = proc_status_kb(pid, "VmHWM")
+    p50, p99 = percentile(lat, 0.5), percentile(lat, 0.99)
     return {
         "kind": "load",
         "size": size,
@@ -209,8 +209,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 def main_load(servers: Sequence[str], plan: LoadPlan, out: Path | None) -> int:
     """Run, print the table, write a results file when ``out`` is given; exit 1 on any
     error or unverified value."""
-    from lmckv.bench.env import collect_env, cpu_count, cpu_model
-    from lmckv.bench.results import ResultsWriter
+    from lmckv.bench.env import cpu_count, cpu_model
 
     started = datetime.now(UTC)
     rows = run_load(servers, plan)
@@ -226,17 +225,27 @@ def main_load(servers: Sequence[str], plan: LoadPlan, out: Path | None) -> int:
                 "servers": list(servers),
             }
         }
-        from lmckv.bench.machine import machine_record
-
-        machine = machine_record()
-        with ResultsWriter(
-            out,
-            mode="quick",
-            env=collect_env(machine["gpu"]),
-            machine=machine,
-            started=started,
-            extra_header={"config": config},
-        ) as writer:
-            writer.write_all(rows)
-        print(writer.path)
+        print(write_rows(out, config, rows, started))
     return 1 if any(r["errors"] or r["verified"] != r["round_trips"] for r in rows) else 0
+
+
+def write_rows(
+    out: Path, config: dict[str, Any], rows: list[dict[str, Any]], started: datetime
+) -> Path:
+    """A quick-mode results file in ``out`` holding ``rows`` under a header with this
+    machine and ``config``; its path."""
+    from lmckv.bench.env import collect_env
+    from lmckv.bench.machine import machine_record
+    from lmckv.bench.results import ResultsWriter
+
+    machine = machine_record()
+    with ResultsWriter(
+        out,
+        mode="quick",
+        env=collect_env(machine["gpu"]),
+        machine=machine,
+        started=started,
+        extra_header={"config": config},
+    ) as writer:
+        writer.write_all(rows)
+    return writer.path

@@ -11,13 +11,14 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from lmckv.reference_impl.kv_codec.inspection import inspect_bytes
+from lmckv.reference_impl.kv_codec.blob_file import BlobFileError
+from lmckv.reference_impl.kv_codec.inspection import inspect_file
 
 EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
 
 
 def format_table(record: dict[str, Any]) -> str:
-    """The human-readable form of one ``inspect_bytes`` record."""
+    """The human-readable form of one ``inspect_file`` record."""
     lines = [record["path"]]
     if not record["valid"]:
         lines.append(f"  INVALID  {record['error']}: {record['message']}")
@@ -37,18 +38,18 @@ def format_table(record: dict[str, Any]) -> str:
 
 
 def run(files: Sequence[str], *, as_json: bool, decode: bool) -> int:
-    """Print each file's record; 0 when all are valid blobs, 1 when any is not, 2 when any is
-    unreadable."""
+    """Print each file's record; 0 when all are valid blobs, 1 when any is not, 2 when any
+    cannot be checked (unreadable, not a regular file; a header past the reader's limit is a
+    BlobFileLimitError record, exit 1).
+    Each file is read as a stream, in bounded memory (``check_blob_file``)."""
     status = EXIT_OK
     for path in files:
         try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except OSError as e:
-            print(f"lmckv inspect: cannot read {path}: {e.strerror or e}", file=sys.stderr)
+            record = inspect_file(path, decode=decode)
+        except (BlobFileError, OSError) as e:
+            print(f"lmckv inspect: {e}", file=sys.stderr)
             status = EXIT_UNREADABLE
             continue
-        record = inspect_bytes(path, data, decode=decode)
         if not record["valid"] and status == EXIT_OK:
             status = EXIT_INVALID
         print(json.dumps(record) if as_json else format_table(record), flush=True)

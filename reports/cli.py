@@ -17,6 +17,7 @@ from lmckv.reports.html import page
 from lmckv.reports.load import ReportInputError, ReportInputs, load_inputs
 from lmckv.reports.output import Output
 from lmckv.reports.releases_section import ReleasesInputError, releases_section
+from lmckv.reports.server_load_section import server_load_section
 from lmckv.reports.summary_section import summary_section
 
 SPEC = package_path("lmckv.reference_impl", "SPEC.md")
@@ -55,7 +56,9 @@ def build(inputs: ReportInputs, out_dir: Path, releases: Path | None = None) -> 
         f"Built {generated.isoformat(timespec='seconds')} from {', '.join(sources)}. "
         "Tables behind every figure are CSV/JSON files beside this page."
     )
-    sections = [summary, e2e, accuracy, throughput, conformance, interop, *release_table]
+    server_load = server_load_section(inputs, out)
+    sections = [summary, e2e, accuracy, throughput, *([server_load] if server_load else [])]
+    sections += [conformance, interop, *release_table]
     sections += [comparison, environment]
     index = out.path("index.html")
     index.write_text(page(TITLE, subtitle, sections), encoding="utf-8")

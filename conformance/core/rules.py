@@ -566,6 +566,30 @@ _RULES: tuple[Rule, ...] = (
         "A server bounds its open connections and closes connections stalled mid-frame "
         "past an idle timeout.",
     ),
+    Rule(
+        "PROTO-SRV-BUDGET",
+        MUST,
+        "The capacity bounds stored values, payloads in flight (charged when announced) and "
+        "replies being sent; a PUT that cannot fit is refused.",
+    ),
+    Rule(
+        "PROTO-SRV-SLOTS",
+        SHOULD,
+        "A connection slot held by a connection that sends nothing is reclaimed for a new "
+        "connection when every slot is taken.",
+    ),
+    Rule(
+        "PROTO-SRV-DEADLINES",
+        SHOULD,
+        "Every wait on a peer has a deadline: first request byte, header completion, "
+        "payload progress, reply progress.",
+    ),
+    Rule(
+        "PROTO-SRV-MEMORY",
+        SHOULD,
+        "A server states what it holds beyond its capacity (a base plus a bound per "
+        "connection) and holds no more whatever its peers send.",
+    ),
     # -- the protocol on a connection: clients -------------------------------------------
     Rule(
         "PROTO-CLI-WHOLE-FRAMES",

@@ -5,8 +5,14 @@ batch) and reads their replies in order, each within ``timeout`` seconds. Whatev
 wrong is a ``TesteeFailure`` of one of three kinds (``FailureKind``): the testee died
 (``crash``), stalled (``timeout``) or wrote something that is not the reply it owed
 (``protocol``). The failure says which request went unanswered; the process is then
-gone (killed and reaped), and the next exchange starts a fresh one. Its stderr goes to a
-temporary file whose tail each failure quotes.
+gone (killed and reaped), and the next exchange starts a fresh one.
+
+The harness owns what it starts (``child_groups``): the testee leads its own process
+group, and the whole group is killed when the testee is ended, times out or crashes, and
+when the harness exits or is signalled, so a wrapper's children do not outlive the run.
+What a testee can make the harness hold is bounded: its stderr is read from a pipe into a
+ring of the last :data:`STDERR_KEEP` bytes (each failure quotes its tail), and a reply line
+longer than :data:`MAX_REPLY_LINE` bytes is a protocol failure that names the limit.
 """
 
 from __future__ import annotations
@@ -15,17 +21,23 @@ import contextlib
 import os
 import selectors
 import subprocess
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from enum import Enum
 from pathlib import Path
 from typing import Any, NoReturn
 
+from lmckv.conformance.core import child_groups
 from lmckv.conformance.core.wire import PROTOCOL_VERSION, WireError, dumps_line, loads_line
 
 #: How much of the stderr log a failure keeps (bytes, from the end).
 STDERR_TAIL = 4096
+#: How much of a testee's stderr the harness holds at most (bytes, from the end).
+STDERR_KEEP = 64 * 1024
+#: The longest reply line accepted (bytes): a testee writing more without a newline fails.
+MAX_REPLY_LINE = 256 << 20
+#: How long the stderr of a killed testee is still drained for its last words (seconds).
+_DRAIN_AFTER_KILL = 1.0
 
 
 class FailureKind(Enum):
@@ -95,9 +107,8 @@ class TesteeProcess:
         self.hello_reply: dict[str, Any] | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._stdout = bytearray()
+        self._stderr = bytearray()
         self._next_id = 1
-        # The stderr log lives as long as the client: each start truncates it.
-        self._log = tempfile.TemporaryFile(prefix="lmckv-testee-", suffix=".log")  # noqa: SIM115
 
     # -- lifetime -------------------------------------------------------------------------
 
@@ -110,8 +121,7 @@ class TesteeProcess:
         """Start the testee unless it runs (and say hello); TesteeFailure when it fails."""
         if self._proc is not None:
             return
-        self._log.seek(0)
-        self._log.truncate()
+        self._stderr.clear()
         try:
             self._proc = subprocess.Popen(
                 self.argv,
@@ -119,12 +129,15 @@ class TesteeProcess:
                 env=self.env,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
-                stderr=self._log,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # its own process group, killed whole
             )
         except OSError as exc:
             raise TesteeFailure(FailureKind.CRASH, f"cannot start {self.argv[0]}: {exc}") from None
-        assert self._proc.stdin is not None
+        child_groups.register(self._proc.pid)
+        assert self._proc.stdin is not None and self._proc.stderr is not None
         os.set_blocking(self._proc.stdin.fileno(), False)
+        os.set_blocking(self._proc.stderr.fileno(), False)
         self._stdout.clear()
         self._next_id = 1
         if self.hello:
@@ -142,9 +155,8 @@ class TesteeProcess:
         self._end(graceful=True)
 
     def close(self) -> None:
-        """Stop the testee and delete its stderr log."""
+        """Stop the testee."""
         self.stop()
-        self._log.close()
 
     def __enter__(self) -> TesteeProcess:
         return self
@@ -153,27 +165,58 @@ class TesteeProcess:
         self.close()
 
     def _end(self, graceful: bool) -> int | None:
-        """Stop the process (see ``stop``; without ``graceful``, kill it at once); its
-        exit status."""
+        """Stop the process (see ``stop``; without ``graceful``, kill it at once), then
+        kill what is left of its process group; its exit status."""
         proc, self._proc = self._proc, None
         if proc is None:
             return None
-        assert proc.stdin is not None and proc.stdout is not None
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         with contextlib.suppress(OSError):
             proc.stdin.close()
-        try:
-            proc.wait(timeout=self.stop_timeout if graceful else 0)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        if graceful:
+            self._drain_stderr(proc, until_exit=self.stop_timeout)
+        child_groups.release(proc.pid)  # the testee, if still there, and its children
+        proc.wait()
+        self._drain_stderr(proc, until_exit=0)
         proc.stdout.close()
+        proc.stderr.close()
         return proc.returncode
+
+    def _drain_stderr(self, proc: subprocess.Popen[bytes], until_exit: float) -> None:
+        """Read stderr into the ring while waiting up to ``until_exit`` seconds for the
+        process to exit (0: only until the pipe is empty or closed, at most
+        _DRAIN_AFTER_KILL seconds)."""
+        assert proc.stderr is not None
+        fd = proc.stderr.fileno()
+        deadline = time.monotonic() + (until_exit or _DRAIN_AFTER_KILL)
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while (left := deadline - time.monotonic()) > 0:
+                if until_exit and proc.poll() is not None:
+                    until_exit = 0  # exited: take what is left in the pipe, then stop
+                if not sel.select(min(left, 0.05)):
+                    if until_exit:
+                        continue
+                    return
+                if not self._read_stderr(fd):
+                    return
+
+    def _read_stderr(self, fd: int) -> bool:
+        """Move what stderr holds into the ring; False at its end."""
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        self._stderr += chunk
+        if len(self._stderr) > STDERR_KEEP:
+            del self._stderr[:-STDERR_KEEP]
+        return bool(chunk)
 
     def stderr_tail(self, limit: int = STDERR_TAIL) -> str:
         """The last ``limit`` bytes the current (or last) testee wrote to stderr."""
-        fd = self._log.fileno()  # shared with the testee: pread leaves the offset alone
-        size = os.fstat(fd).st_size
-        return os.pread(fd, limit, max(0, size - limit)).decode("utf-8", "replace")
+        return bytes(self._stderr[-limit:]).decode("utf-8", "replace")
 
     # -- requests -------------------------------------------------------------------------
 
@@ -201,8 +244,11 @@ class TesteeProcess:
         assert proc is not None and proc.stdin is not None and proc.stdout is not None
         replies: list[dict[str, Any]] = []
         pending = memoryview(data)
+        assert proc.stderr is not None
         with selectors.DefaultSelector() as sel:
             sel.register(proc.stdout.fileno(), selectors.EVENT_READ)
+            sel.register(proc.stderr.fileno(), selectors.EVENT_READ)
+            stderr_open = True
             if pending:
                 sel.register(proc.stdin.fileno(), selectors.EVENT_WRITE)
             deadline = time.monotonic() + self.timeout
@@ -218,6 +264,10 @@ class TesteeProcess:
                 for key, _ in sel.select(left):
                     if key.fd == proc.stdout.fileno():
                         self._read(proc, replies)
+                    elif key.fd == proc.stderr.fileno():
+                        if stderr_open and not self._read_stderr(key.fd):
+                            stderr_open = False
+                            sel.unregister(key.fileobj)
                     else:
                         pending = self._write(proc, pending)
                         if not pending:
@@ -241,6 +291,12 @@ class TesteeProcess:
             status = self._end(graceful=True)
             self._fail(FailureKind.CRASH, f"testee exited (status {status})", replies)
         self._stdout += chunk
+        if len(self._stdout) > MAX_REPLY_LINE and b"\n" not in self._stdout:
+            self._fail(
+                FailureKind.PROTOCOL,
+                f"a reply line longer than the limit of {MAX_REPLY_LINE} bytes (MAX_REPLY_LINE)",
+                replies,
+            )
 
     @staticmethod
     def _write(proc: subprocess.Popen[bytes], pending: memoryview) -> memoryview:

@@ -11,8 +11,9 @@ seconds) or breaks the protocol fails that one operation with ``raw:testee-crash
 stderr goes to a log file whose tail is quoted in those failures.
 
 A circuit breaker ends a testee that no longer answers: after ``max_failures``
-consecutive crashes or timeouts (an answered request resets the count) the driver stops
-starting it, and every later operation fails at once with ``raw:testee-stopped`` and
+crashes or timeouts with fewer than ``max_failures`` answered requests between any two of
+them (so a testee that answers one request per restart cannot reset it forever) the
+driver stops starting it, and every later operation fails at once with ``raw:testee-stopped`` and
 ``stopped``, the reason, which the plugin reports on each remaining test.
 
 With a ``Transcript``, every request and reply (or failure) is appended to a JSON Lines
@@ -150,6 +151,7 @@ class ExecDriver(Driver):
         self.command = command
         self.stopped: str | None = None
         self._unanswered: list[FailureKind] = []
+        self._answered_since_failure = 0
         self._last_failure = ""
         self._next_id = 1
         try:
@@ -229,17 +231,25 @@ class ExecDriver(Driver):
             return failure_reply(exc)
         except WireError as exc:
             raise DriverError(f"the suite built a bad request for {op}: {exc}") from exc
-        self._unanswered.clear()
+        self._count_answer()
         problem = reply_problem(op, reply)
         if problem is not None:  # answered, but not as the operations table says
             return {"ok": False, "error": PROTOCOL_ERROR, "message": problem}
         return reply
 
+    def _count_answer(self) -> None:
+        """An answered request; ``max_failures`` in a row reset the circuit breaker."""
+        self._answered_since_failure += 1
+        if self._answered_since_failure >= max(self.settings.max_failures, 1):
+            self._unanswered.clear()
+
     def _count_failure(self, failure: TesteeFailure) -> None:
-        """The circuit breaker: trip after ``max_failures`` consecutive unanswered requests."""
+        """The circuit breaker: trip after ``max_failures`` unanswered requests, none of
+        them followed by ``max_failures`` answered ones."""
         if failure.kind not in _UNANSWERED:
-            self._unanswered.clear()  # it answered, if wrongly
+            self._count_answer()  # it answered, if wrongly
             return
+        self._answered_since_failure = 0
         self._unanswered.append(failure.kind)
         self._last_failure = _one_line(failure, with_stderr=True)
         limit = self.settings.max_failures

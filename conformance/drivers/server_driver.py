@@ -23,6 +23,7 @@ Set ``LMCKV_SERVER_LOG`` to a file to have every started server's ``pid port`` a
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ipaddress
 import os
 import shlex
@@ -35,6 +36,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from lmckv.conformance.core import child_groups
 from lmckv.conformance.drivers.base import Driver, DriverError, ImplInfo
 
 SERVER_KINDS = ("reference-server", "upstream-server")
@@ -48,6 +50,7 @@ STOP_TIMEOUT = 5.0
 #: The reference server as the suite starts it: small enough to test its bounds quickly.
 REFERENCE_CAPACITY = 8 << 20
 REFERENCE_IDLE_TIMEOUT = 2.0
+REFERENCE_MAX_CONNECTIONS = 64
 
 
 def _die_with_parent() -> None:
@@ -93,6 +96,8 @@ class ServerDriver(Driver):
         idle_timeout: float | None = None,
         env: dict[str, str] | None = None,
         absent: str | None = None,
+        max_connections: int | None = None,
+        memory_bound: int | None = None,
     ) -> None:
         self.info = ImplInfo(name=name, kind="server", version=version, capabilities=[])
         #: Why this implementation has no server to start (its tests skip with it), or None.
@@ -104,6 +109,10 @@ class ServerDriver(Driver):
         self.capacity_bytes = capacity_bytes
         #: The server's stated idle timeout in seconds (None: it states none).
         self.idle_timeout = idle_timeout
+        #: The server's stated connection limit (None: it states none).
+        self.max_connections = max_connections
+        #: The most resident memory the server states it holds (None: it states none).
+        self.memory_bound = memory_bound
         self.env = env
         self.process: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
@@ -148,7 +157,9 @@ class ServerDriver(Driver):
             stderr=self._stderr,
             env={**os.environ, **(self.env or {})},
             preexec_fn=_die_with_parent,
+            start_new_session=True,  # its own process group: a wrapper's children end with it
         )
+        child_groups.register(self.process.pid)
         atexit.register(self.close)
         log = os.environ.get("LMCKV_SERVER_LOG")
         if log:
@@ -195,15 +206,15 @@ class ServerDriver(Driver):
         return out
 
     def close(self) -> None:
+        """SIGTERM the server's process group, then kill what is left of it."""
         process, self.process = self.process, None
         if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(STOP_TIMEOUT)
-        elif process is not None:
+        if process is not None:
+            child_groups.release(process.pid)
             process.wait(STOP_TIMEOUT)
         if self.command is not None:
             self._address = None
@@ -256,6 +267,7 @@ def reference_server(
     the server's default)."""
     command = [sys.executable, "-m", "lmckv", "serve", "--port", "{port}"]
     command += ["--capacity-bytes", str(capacity_bytes)]
+    command += ["--max-connections", str(REFERENCE_MAX_CONNECTIONS)]
     if idle_timeout is not None:
         command += ["--idle-timeout", str(idle_timeout)]
     return ServerDriver(
@@ -265,6 +277,9 @@ def reference_server(
         start_timeout=REFERENCE_START_TIMEOUT,
         capacity_bytes=capacity_bytes,
         idle_timeout=idle_timeout,
+        max_connections=REFERENCE_MAX_CONNECTIONS,
+        # PROTO-SRV-MEMORY as `lmckv serve` states it (reference_impl.protocol.server).
+        memory_bound=capacity_bytes + (320 << 20) + REFERENCE_MAX_CONNECTIONS * (640 << 10),
     )
 
 

@@ -19,7 +19,7 @@ import torch
 
 from lmckv.conformance.core import blob_model
 from lmckv.conformance.core.digests import crc32
-from lmckv.conformance.fuzz import seeds
+from lmckv.conformance.fuzz import connection, seeds
 from lmckv.reference_impl import keys as rk
 from lmckv.reference_impl import kv_codec as kc
 from lmckv.reference_impl import protocol as rp
@@ -501,6 +501,17 @@ TARGETS: dict[str, Target] = {
             max_len=128,
             tokens=PROTO_TOKENS,
             fields=_int32_offsets,
+        ),
+        Target(
+            name="proto.server.connection",
+            summary="the server's connection handler under a budget; capacity = first byte % 4",
+            run=connection.run,
+            allowed=(),
+            check=connection.check,
+            request=lambda d: None,
+            seeds=connection.seeds,
+            max_len=8192,
+            tokens=PROTO_TOKENS,
         ),
         Target(
             name="proto.remote",

@@ -464,3 +464,119 @@ def test_stalled_connection_is_closed(server: ServerDriver) -> None:
         "suite assumes a 5 s idle timeout where the server states none)"
     )
     canary(server)
+
+
+# -- bounds a peer cannot stretch -----------------------------------------------------------
+
+
+@rule("PROTO-SRV-BUDGET")
+def test_payloads_in_flight_are_charged(server: ServerDriver) -> None:
+    """Three PUTs each announce half the capacity and send a quarter of it: the server
+    cannot hold all three, so it refuses (closes) at least one of the two late ones while
+    they still send steadily; the first then completes and is stored whole."""
+    if server.capacity_bytes is None:
+        if server.name == "upstream-server":
+            pytest.fail("the server stores without bound (a dict, no capacity option)")
+        pytest.skip("the server states no capacity (only reference-server and upstream-server do)")
+    half = server.capacity_bytes // 2
+    keys = [unique_key("inflight") for _ in range(3)]
+    values = [payload(half, seed=i) for i in range(3)]
+    conns = [Conn(server.address, timeout=10) for _ in range(3)]
+    try:
+        for conn, key, value in zip(conns, keys, values, strict=True):
+            with contextlib.suppress(OSError):
+                conn.send(header(PUT, half, 4, 6, 0, (half, 0, 0, 0), key) + value[: half // 4])
+        refused = [conn.closed_by_peer(within=0.5) for conn in conns[1:]]
+        assert any(refused), (
+            f"three PUTs of {half} bytes each are in flight on a server of capacity "
+            f"{server.capacity_bytes}: none was refused"
+        )
+        conns[0].send(values[0][half // 4 :])
+        got = conns[0].get(keys[0])
+        assert (got.code, got.data == values[0]) == (SUCCESS, True), "the first PUT was lost"
+    finally:
+        for conn in conns:
+            conn.close()
+    canary(server)
+
+
+@rule("PROTO-SRV-SLOTS")
+def test_silent_connections_do_not_lock_out(server: ServerDriver) -> None:
+    """More silent connections than the server has slots: a client that connects is
+    still served (its connection reclaims a silent one's slot)."""
+    limit = server.max_connections if server.max_connections is not None else 64
+    silent = []
+    try:
+        for _ in range(limit + 8):
+            silent.append(Conn(server.address))
+        for _ in range(3):
+            canary(server)
+    finally:
+        for conn in silent:
+            conn.close()
+
+
+@rule("PROTO-SRV-DEADLINES")
+def test_header_deadline_is_a_total(server: ServerDriver) -> None:
+    """A header sent one byte every 0.3 s never stalls, but is not complete within the
+    idle timeout: the header deadline counts from its first byte, so the server closes it."""
+    timeout = server.idle_timeout if server.idle_timeout is not None else 5.0
+    frame = header(HEALTH)
+    deadline = time.monotonic() + timeout + 3.0
+    closed = False
+    with Conn(server.address) as conn:
+        for byte in itertools.islice(itertools.cycle(frame[:-1]), 1000):
+            if time.monotonic() > deadline:
+                break
+            try:
+                conn.send(bytes([byte]))
+            except OSError:
+                closed = True
+                break
+            if conn.closed_by_peer(within=0.3):
+                closed = True
+                break
+    assert closed, f"a header trickling in for {timeout + 3.0:.0f} s is still open"
+    canary(server)
+
+
+def _resident_peak(pid: int) -> int:
+    """The process's peak resident set (VmHWM), in bytes."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmHWM for process {pid}")
+
+
+@rule("PROTO-SRV-MEMORY")
+def test_memory_within_the_stated_bound(server: ServerDriver) -> None:
+    """Stalled PUTs each withholding their last byte, and GETs whose replies are never
+    read: the server's peak resident memory stays within what it states."""
+    if server.memory_bound is None or server.process is None or server.capacity_bytes is None:
+        pytest.skip("the server states no memory bound (only reference-server does)")
+    cap = server.capacity_bytes
+    big, key = cap // 4, unique_key("mem")
+    with Conn(server.address, timeout=10) as conn:
+        conn.put(key, payload(big), 4, 6, (big, 0, 0, 0))
+        conn.health()
+    conns = []
+    try:
+        for i in range(8):
+            conn = Conn(server.address, timeout=10)
+            conns.append(conn)
+            with contextlib.suppress(OSError):
+                conn.send(header(PUT, cap // 2, 4, 6, 0, (cap // 2, 0, 0, 0), unique_key("m")))
+                conn.send(payload(cap // 2 - 1, seed=i))
+        for _ in range(8):
+            conn = Conn(server.address, timeout=10)
+            conns.append(conn)
+            with contextlib.suppress(OSError):
+                conn.send(header(GET, key=key) * 8)
+        time.sleep(0.5)
+        peak = _resident_peak(server.process.pid)
+    finally:
+        for conn in conns:
+            conn.close()
+    assert peak <= server.memory_bound, f"peak RSS {peak} above the stated {server.memory_bound}"
+    canary(server)

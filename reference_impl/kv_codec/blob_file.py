@@ -10,6 +10,8 @@ and one :data:`CRC_PIECE` buffer, whatever the file's size.
 
 from __future__ import annotations
 
+import os
+import stat
 from typing import BinaryIO
 
 from lmckv.reference_impl.kv_codec.checksum import payload_crc32
@@ -95,3 +97,39 @@ def verify_blob_file(f: BinaryIO, size: int) -> EncodedKV:
             rule="KV-CRC",
         )
     return enc
+
+
+class BlobFileError(Exception):
+    """The path cannot be checked: it cannot be opened or read, or it is not a regular
+    file (a FIFO, a device, a directory: refused before anything is read)."""
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def check_blob_file(path: str | os.PathLike[str]) -> EncodedKV:
+    """:func:`verify_blob_file` on the regular file at ``path``, opened without blocking
+    (a FIFO does not hang the open) and refused unless ``fstat`` says it is a regular
+    file. Raises BlobFileError when it cannot be checked, the errors of
+    ``verify_blob_file`` otherwise (``lmckv inspect`` calls this)."""
+    name = os.fsdecode(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise BlobFileError(f"cannot read {name}: {e.strerror or e}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = next((k for test, k in _KINDS if test(mode)), "not a regular file")
+        raise BlobFileError(f"{name}: {kind}, not a regular file; not read")
+    with os.fdopen(fd, "rb") as f:
+        try:
+            return verify_blob_file(f, os.fstat(fd).st_size)
+        except OSError as e:
+            raise BlobFileError(f"cannot read {name}: {e.strerror or e}") from None

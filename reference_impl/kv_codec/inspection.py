@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from lmckv.reference_impl.dtypes import dtype_name
 from lmckv.reference_impl.kv_codec import AsymK16V8Codec, CodecError, EncodedKV, ScaleScope
+from lmckv.reference_impl.kv_codec.blob_file import check_blob_file
 from lmckv.reference_impl.kv_codec.header import HASH_FIELDS
 from lmckv.reference_impl.kv_codec.layout import logical_shape
 
@@ -34,7 +36,7 @@ def header_record(enc: EncodedKV) -> dict[str, Any]:
         "v_payload_len": enc.v_payload_len,
         "scale_payload_len": enc.scale_payload_len,
         "header_len": len(header),
-        "total_len": enc.total_bytes,
+        "total_len": len(header) + enc.expected_payload_len(),
         "crc32": int.from_bytes(header[-4:], "little"),
         "hashes": {name: getattr(enc.hashes, name) for name in HASH_FIELDS},
     }
@@ -71,17 +73,20 @@ def decode_stats(enc: EncodedKV) -> dict[str, Any]:
     }
 
 
-def inspect_bytes(path: str, data: bytes | bytearray, *, decode: bool) -> dict[str, Any]:
-    """One JSON record: ``path``, ``valid``, then ``header`` (and ``stats``) or
-    ``error`` (the error class name) and ``message``."""
+def inspect_file(path: str, *, decode: bool) -> dict[str, Any]:
+    """One JSON record: ``path``, ``valid``, then ``header`` (and ``stats``) or ``error``
+    (the error class name) and ``message``. The file is checked as a stream
+    (``check_blob_file``: bounded memory whatever it claims); only ``decode`` reads the
+    payload into memory, once its length is known to match the file. Raises
+    BlobFileError when the file cannot be checked."""
     try:
-        enc = AsymK16V8Codec().from_bytes(data)
+        enc = check_blob_file(path)
     except CodecError as e:
         return {"path": path, "valid": False, "error": type(e).__name__, "message": str(e)}
     record: dict[str, Any] = {"path": path, "valid": True, "header": header_record(enc)}
     if decode:
         try:
-            record["stats"] = decode_stats(enc)
+            record["stats"] = decode_stats(AsymK16V8Codec().from_bytes(Path(path).read_bytes()))
         except CodecError as e:  # a valid blob whose layout this reader cannot shape
             record["stats_error"] = f"{type(e).__name__}: {e}"
     return record

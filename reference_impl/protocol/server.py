@@ -3,10 +3,14 @@
 One asyncio event loop serves every connection. Each request header is read and checked
 with the ClientMetaMessage reader (PROTO-SRV-BAD-HEADER); a PUT's payload is read in
 pieces of at most :data:`READ_PIECE` bytes and stored only once complete
-(PROTO-SRV-NO-PARTIAL, PROTO-SRV-UNTRUSTED-LENGTH); the store holds at most
-``capacity_bytes`` payload bytes and evicts least recently used values to make room
-(PROTO-SRV-CAPACITY). A connection stalled mid-frame past ``idle_timeout`` is closed, and at
-most ``max_connections`` are open at once (PROTO-SRV-IDLE).
+(PROTO-SRV-NO-PARTIAL, PROTO-SRV-UNTRUSTED-LENGTH). Everything a peer can make the server
+hold is charged to one budget of ``capacity_bytes`` (``server_budget``): stored values, a
+PUT's payload from the moment its header announces it, and replies being sent
+(PROTO-SRV-CAPACITY, PROTO-SRV-BUDGET); least recently used values are evicted to make
+room. Each wait on a peer has a deadline (PROTO-SRV-IDLE, PROTO-SRV-DEADLINES), and at most
+``max_connections`` are open at once, a new one reclaiming the slot of a connection that
+sends nothing (PROTO-SRV-SLOTS). Besides the budget, each connection holds at most
+:data:`CONNECTION_BYTES` of buffers (PROTO-SRV-MEMORY).
 
 :func:`handle_requests` serves one connection from any ``asyncio.StreamReader`` and any
 object with ``write``/``drain``/``close``, so tests and the fuzzer drive it without sockets.
@@ -16,12 +20,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import signal
 import sys
-from collections import OrderedDict
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 import torch
@@ -31,30 +34,65 @@ from lmckv.reference_impl.protocol.commands import ClientCommand, ServerReturnCo
 from lmckv.reference_impl.protocol.errors import ProtocolError
 from lmckv.reference_impl.protocol.framing import MAX_WIRE_LENGTH, empty_reply, expected_length
 from lmckv.reference_impl.protocol.memory_format import MemoryFormat
+from lmckv.reference_impl.protocol.server_budget import (
+    ENTRY_OVERHEAD,
+    Entry,
+    Reservation,
+    Slot,
+    Slots,
+    Store,
+)
 from lmckv.reference_impl.protocol.server_message import ServerMetaMessage
+
+__all__ = [
+    "ENTRY_OVERHEAD",
+    "CacheServer",
+    "Entry",
+    "ServerConfig",
+    "Store",
+    "handle_requests",
+    "main",
+    "serve",
+]
 
 #: The most payload bytes read (and held beyond those already received) at once.
 READ_PIECE = 256 * 1024
-#: The stream reader's buffer: how far the transport reads ahead of the handler.
-READ_AHEAD = 1 << 20
+#: The stream reader's limit: it stops reading from the socket past twice this, except
+#: while a piece of up to READ_PIECE bytes is awaited.
+READ_AHEAD = 64 * 1024
+#: A reply's payload is handed to the transport in pieces of this many bytes, each once
+#: the transport holds at most WRITE_HIGH_WATER unsent bytes.
+WRITE_PIECE = 64 * 1024
+WRITE_HIGH_WATER = 64 * 1024
+#: What one connection's buffers hold at most beyond its budget charges: the reader's
+#: buffer (a piece being awaited plus one 256 KiB socket read) and the transport's unsent
+#: bytes (the high-water mark plus one piece) (PROTO-SRV-MEMORY).
+CONNECTION_BYTES = READ_PIECE + 256 * 1024 + WRITE_HIGH_WATER + WRITE_PIECE
+#: What the process holds before any peer connects (the interpreter, torch, the loop),
+#: stated with a margin over the 222 MiB measured on Linux x86-64 (PROTO-SRV-MEMORY).
+BASE_BYTES = 320 << 20
 DEFAULT_CAPACITY = 1 << 30
+#: Connections the kernel queues before they are accepted: a flood of connections that
+#: are accepted and reclaimed must not make a client's connect wait for a SYN retry.
+LISTEN_BACKLOG = 1024
 DEFAULT_MAX_CONNECTIONS = 256
 DEFAULT_IDLE_TIMEOUT = 30.0
+DEFAULT_WAIT_TIMEOUT = 120.0
 HEADER_SIZE = CLIENT_META_STRUCT.size
-#: What a value costs beyond its payload (its key and bookkeeping), so that many empty
-#: values are bounded too.
-ENTRY_OVERHEAD = 256
 
 
 @dataclass
 class ServerConfig:
-    """What ``lmckv serve`` is started with."""
+    """What ``lmckv serve`` is started with. ``idle_timeout`` bounds each wait inside a
+    request (the header from its first byte, each payload piece, each reply piece);
+    ``wait_timeout`` the wait for the first byte of a request (PROTO-SRV-DEADLINES)."""
 
     host: str = "127.0.0.1"
     port: int = 0
     capacity_bytes: int = DEFAULT_CAPACITY
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    wait_timeout: float = DEFAULT_WAIT_TIMEOUT
 
     def __post_init__(self) -> None:
         if self.capacity_bytes < 0:
@@ -63,63 +101,19 @@ class ServerConfig:
             raise ValueError("max_connections must be >= 1")
         if not self.idle_timeout > 0:
             raise ValueError("idle_timeout must be > 0")
+        if not self.wait_timeout > 0:
+            raise ValueError("wait_timeout must be > 0")
+
+    @property
+    def memory_bound(self) -> int:
+        """The most the process holds: the capacity, the base, and every connection's
+        buffers (PROTO-SRV-MEMORY)."""
+        return self.capacity_bytes + BASE_BYTES + self.max_connections * CONNECTION_BYTES
 
     @property
     def max_value_bytes(self) -> int:
         """The largest PUT accepted: the capacity, at most what a length field can say."""
         return max(0, min(self.capacity_bytes - ENTRY_OVERHEAD, MAX_WIRE_LENGTH))
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One stored value: the PUT's fmt, dtype and four shape slots, and its bytes."""
-
-    fmt: MemoryFormat
-    dtype: torch.dtype | None
-    slots: tuple[int, int, int, int]
-    data: bytes
-    #: The GET reply header, written once at PUT time.
-    reply: bytes = b""
-
-
-@dataclass
-class Store:
-    """Values by key string, least recently used first; ``size`` (payload bytes plus
-    :data:`ENTRY_OVERHEAD` per value) stays at most ``capacity``."""
-
-    capacity: int
-    entries: OrderedDict[str, Entry] = field(default_factory=OrderedDict)
-    size: int = 0
-    evictions: int = 0
-
-    def put(self, key: str, entry: Entry) -> bool:
-        """Store ``entry`` (replacing ``key``'s value), evicting LRU values to fit; False
-        (nothing changed) when the value alone exceeds the capacity."""
-        cost = len(entry.data) + ENTRY_OVERHEAD
-        if cost > self.capacity:
-            return False
-        old = self.entries.pop(key, None)
-        if old is not None:
-            self.size -= len(old.data) + ENTRY_OVERHEAD
-        while self.size + cost > self.capacity:
-            _, evicted = self.entries.popitem(last=False)
-            self.size -= len(evicted.data) + ENTRY_OVERHEAD
-            self.evictions += 1
-        self.entries[key] = entry
-        self.size += cost
-        return True
-
-    def get(self, key: str) -> Entry | None:
-        entry = self.entries.get(key)
-        if entry is not None:
-            self.entries.move_to_end(key)
-        return entry
-
-    def __contains__(self, key: str) -> bool:
-        return key in self.entries
-
-    def keys(self) -> list[str]:
-        return list(self.entries)
 
 
 class ReplySink(Protocol):
@@ -159,36 +153,120 @@ def _list_reply(keys: list[str]) -> tuple[bytes, bytes]:
     return header, payload
 
 
-async def _read_header(reader: asyncio.StreamReader, idle: float) -> bytes | None:
-    """The next 186-byte header; None at a clean end of stream (between requests). A
-    connection idle between requests may stay; one stalled inside a header may not."""
-    first = await reader.read(1)
+async def _read_header(
+    reader: asyncio.StreamReader, config: ServerConfig, slot: Slot | None
+) -> bytes | None:
+    """The next 186-byte header; None at a clean end of stream (between requests). The
+    first byte is awaited at most ``wait_timeout``, the rest at most ``idle_timeout`` from
+    it (PROTO-SRV-DEADLINES, PROTO-SRV-IDLE)."""
+    try:
+        async with asyncio.timeout(config.wait_timeout):
+            first = await reader.read(1)
+    except TimeoutError as exc:
+        raise CloseConnection("no request within the wait timeout") from exc
     if not first:
         return None
+    if slot is not None:
+        slot.begin()
     try:
-        async with asyncio.timeout(idle):
+        async with asyncio.timeout(config.idle_timeout):
             rest = await reader.readexactly(HEADER_SIZE - 1)
     except (asyncio.IncompleteReadError, TimeoutError) as exc:
         raise CloseConnection("header cut short or stalled") from exc
     return first + rest
 
 
-async def _read_payload(reader: asyncio.StreamReader, length: int, idle: float) -> bytes:
-    """Exactly ``length`` bytes, read in pieces of at most READ_PIECE: memory grows with
-    what arrives, never by the length field (PROTO-SRV-UNTRUSTED-LENGTH)."""
-    pieces: list[bytes] = []
-    left = length
-    while left > 0:
+async def _read_payload(
+    reader: asyncio.StreamReader, length: int, idle: float, held: Reservation
+) -> bytearray:
+    """Exactly ``length`` bytes, read in pieces of at most READ_PIECE, each within ``idle``
+    seconds (each marks progress on ``held``): memory grows with what arrives, never by
+    the length field (PROTO-SRV-UNTRUSTED-LENGTH, PROTO-SRV-DEADLINES)."""
+    data = bytearray()
+    while len(data) < length:
         try:
             async with asyncio.timeout(idle):
-                piece = await reader.readexactly(min(READ_PIECE, left))
+                data += await reader.readexactly(min(READ_PIECE, length - len(data)))
+            held.progress = time.monotonic()
         except TimeoutError as exc:
             raise CloseConnection("payload stalled") from exc
         except asyncio.IncompleteReadError as exc:
             raise CloseConnection("payload cut short") from exc
-        pieces.append(piece)
-        left -= len(piece)
-    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+    return data
+
+
+async def _send(writer: ReplySink, parts: Sequence[bytes | bytearray], idle: float) -> None:
+    """Hand ``parts`` to the transport in pieces of WRITE_PIECE, each once the peer has
+    taken the previous ones, within ``idle`` seconds (PROTO-SRV-DEADLINES)."""
+    for part in parts:
+        view = memoryview(part)
+        for at in range(0, max(len(view), 1), WRITE_PIECE):
+            writer.write(view[at : at + WRITE_PIECE])
+            try:
+                async with asyncio.timeout(idle):
+                    await writer.drain()
+            except TimeoutError as exc:
+                raise CloseConnection("the client does not read its replies") from exc
+
+
+async def _put(
+    reader: asyncio.StreamReader,
+    writer: ReplySink,
+    meta: ClientMetaMessage,
+    slots: tuple[int, int, int, int],
+    store: Store,
+    config: ServerConfig,
+) -> None:
+    """Read and store one PUT's payload, its bytes charged from the header on
+    (PROTO-SRV-BUDGET)."""
+    if meta.length > config.max_value_bytes:
+        raise CloseConnection(f"length {meta.length} above the largest value")
+    wanted = expected_length(meta.fmt, meta.dtype, meta.shape)
+    if wanted is not None and wanted != meta.length:
+        raise CloseConnection(f"length {meta.length} but shape x dtype {wanted}")
+    held = store.reserve(meta.length + ENTRY_OVERHEAD, abort=writer.close)
+    if held is None:
+        raise CloseConnection(f"no room in the budget for {meta.length} payload bytes")
+    try:
+        data = await _read_payload(reader, meta.length, config.idle_timeout, held)
+    except BaseException:
+        store.release(held)  # nothing when it was reclaimed already
+        raise
+    if not held.live:  # reclaimed as it completed: the connection is closing
+        raise CloseConnection("payload stalled while another PUT needed its room")
+    entry = Entry(meta.fmt, meta.dtype, slots, data)
+    entry.reply = _reply(ServerReturnCode.SUCCESS, entry)
+    store.commit(meta.key.to_string(), entry, held)
+
+
+async def _get(writer: ReplySink, key: str, store: Store, config: ServerConfig) -> None:
+    """Send a GET reply; the value is pinned (kept charged) while it is sent."""
+    found = store.get(key)
+    if found is None:
+        await _send(writer, [_reply(ServerReturnCode.FAIL)], config.idle_timeout)
+        return
+    store.pin(found)
+    try:
+        await _send(writer, [found.reply, found.data], config.idle_timeout)
+    finally:
+        store.unpin(found)
+
+
+async def _list(writer: ReplySink, store: Store, config: ServerConfig) -> None:
+    """Send a LIST reply, its payload charged while it is sent; 400 when the budget has
+    no room for it (PROTO-SRV-LIST, PROTO-SRV-BUDGET)."""
+    keys = store.keys()
+    size = max(len(keys) - 1, 0) + sum(len(k.encode("utf-8")) for k in keys)
+    held = store.reserve(size)
+    if held is None:
+        await _send(writer, [_reply(ServerReturnCode.FAIL)], config.idle_timeout)
+        return
+    try:
+        head, payload = _list_reply(keys)
+        del keys
+        await _send(writer, [head, payload], config.idle_timeout)
+    finally:
+        store.release(held)
 
 
 async def handle_requests(
@@ -196,51 +274,33 @@ async def handle_requests(
     writer: ReplySink,
     store: Store,
     config: ServerConfig,
+    slot: Slot | None = None,
 ) -> str:
     """Serve one connection until it ends; returns why it ended. Raises only for bugs:
     every malformed input ends the connection (CloseConnection, ProtocolError)."""
     try:
         while True:
-            header = await _read_header(reader, config.idle_timeout)
+            header = await _read_header(reader, config, slot)
             if header is None:
                 return "end of stream"
             meta = ClientMetaMessage.deserialize(header)  # PROTO-SRV-BAD-HEADER
-            slots = CLIENT_META_STRUCT.unpack(header)[5:9]
-            key = meta.key.to_string()
             if meta.command != ClientCommand.PUT and meta.length != 0:
                 raise CloseConnection(f"{meta.command.name} with length {meta.length}")
             if meta.command == ClientCommand.PUT:
-                if meta.length > config.max_value_bytes:
-                    raise CloseConnection(f"length {meta.length} above the largest value")
-                wanted = expected_length(meta.fmt, meta.dtype, meta.shape)
-                if wanted is not None and wanted != meta.length:
-                    raise CloseConnection(f"length {meta.length} but shape x dtype {wanted}")
-                data = await _read_payload(reader, meta.length, config.idle_timeout)
-                entry = Entry(meta.fmt, meta.dtype, (slots[0], slots[1], slots[2], slots[3]), data)
-                entry = dataclasses.replace(entry, reply=_reply(ServerReturnCode.SUCCESS, entry))
-                store.put(key, entry)
-                continue
-            if meta.command == ClientCommand.GET:
-                found = store.get(key)
-                if found is None:
-                    writer.write(_reply(ServerReturnCode.FAIL))
-                else:
-                    writer.write(found.reply or _reply(ServerReturnCode.SUCCESS, found))
-                    writer.write(found.data)
+                s = CLIENT_META_STRUCT.unpack(header)[5:9]
+                await _put(reader, writer, meta, (s[0], s[1], s[2], s[3]), store, config)
+            elif meta.command == ClientCommand.GET:
+                await _get(writer, meta.key.to_string(), store, config)
             elif meta.command == ClientCommand.EXIST:
-                code = ServerReturnCode.SUCCESS if key in store else ServerReturnCode.FAIL
-                writer.write(_reply(code))
+                stored = meta.key.to_string() in store
+                code = ServerReturnCode.SUCCESS if stored else ServerReturnCode.FAIL
+                await _send(writer, [_reply(code)], config.idle_timeout)
             elif meta.command == ClientCommand.HEALTH:
-                writer.write(_reply(ServerReturnCode.SUCCESS))
+                await _send(writer, [_reply(ServerReturnCode.SUCCESS)], config.idle_timeout)
             else:  # LIST: the table has no other command
-                head, payload = _list_reply(store.keys())
-                writer.write(head)
-                writer.write(payload)
-            try:
-                async with asyncio.timeout(config.idle_timeout):
-                    await writer.drain()
-            except TimeoutError as exc:
-                raise CloseConnection("the client does not read its replies") from exc
+                await _list(writer, store, config)
+            if slot is not None:
+                slot.end()
     except CloseConnection as exc:
         return str(exc)
     except ProtocolError as exc:
@@ -252,41 +312,71 @@ async def handle_requests(
 
 
 class CacheServer:
-    """The listening server: one task per connection, a connection limit, a stop."""
+    """The listening server: one task per connection, the slot table, a stop."""
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
         self.store = Store(config.capacity_bytes)
+        self.slots = Slots(config.max_connections)
         self.active: set[asyncio.StreamWriter] = set()
-        self.refused = 0
         self._server: asyncio.base_events.Server | None = None
+
+    @property
+    def refused(self) -> int:
+        return self.slots.refused
 
     async def start(self) -> tuple[str, int]:
         self._server = await asyncio.start_server(
-            self._connection, self.config.host, self.config.port, limit=READ_AHEAD
+            self._connection,
+            self.config.host,
+            self.config.port,
+            limit=READ_AHEAD,
+            backlog=LISTEN_BACKLOG,
         )
         host, port = self._server.sockets[0].getsockname()[:2]
         return str(host), int(port)
 
+    def _admit(self, writer: asyncio.StreamWriter) -> Slot | None:
+        """A slot for a new connection, reclaimed from another when all are taken; None
+        when none can be (PROTO-SRV-SLOTS)."""
+        if len(self.slots.open) >= self.slots.limit:
+            victim = self.slots.victim()
+            if victim is None:
+                self.slots.refused += 1
+                return None
+            self.slots.open.remove(victim)
+            self.slots.reclaimed += 1
+            if victim.close is not None:
+                victim.close()
+        now = time.monotonic()
+        slot = Slot(opened=now, idle_since=now, close=writer.transport.abort)
+        self.slots.open.append(slot)
+        return slot
+
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if len(self.active) >= self.config.max_connections:
-            self.refused += 1
-            writer.close()
+        slot = self._admit(writer)
+        if slot is None:
+            writer.transport.abort()
             return
+        writer.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         self.active.add(writer)
         try:
-            await handle_requests(reader, writer, self.store, self.config)
+            await handle_requests(reader, writer, self.store, self.config, slot)
         except Exception as exc:  # a bug: this connection ends, the server goes on
             print(f"lmckv serve: connection handler failed: {exc!r}", file=sys.stderr)
-            writer.close()
         finally:
+            writer.close()
+            # close() waits for unsent bytes; a peer that never reads them is cut off.
+            asyncio.get_running_loop().call_later(self.config.idle_timeout, writer.transport.abort)
             self.active.discard(writer)
+            if slot in self.slots.open:
+                self.slots.open.remove(slot)
 
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
         for writer in list(self.active):
-            writer.close()
+            writer.transport.abort()
         if self._server is not None:
             await asyncio.wait_for(self._server.wait_closed(), 5)
 
@@ -324,7 +414,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--idle-timeout",
         type=float,
         default=DEFAULT_IDLE_TIMEOUT,
-        help="seconds a connection may stall inside a request",
+        help="seconds a connection may stall inside a request: the header from its first "
+        "byte, each 256 KiB of a payload, each 64 KiB of a reply",
+    )
+    parser.add_argument(
+        "--wait-timeout",
+        type=float,
+        default=DEFAULT_WAIT_TIMEOUT,
+        help="seconds a connection may wait before the first byte of a request",
     )
     return parser
 
@@ -333,7 +430,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         config = ServerConfig(
-            args.host, args.port, args.capacity_bytes, args.max_connections, args.idle_timeout
+            args.host,
+            args.port,
+            args.capacity_bytes,
+            args.max_connections,
+            args.idle_timeout,
+            args.wait_timeout,
         )
     except ValueError as exc:
         print(f"lmckv serve: {exc}", file=sys.stderr)
