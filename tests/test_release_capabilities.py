@@ -223,3 +223,17 @@ def test_known_failures_option_names_the_given_list(tmp_path: Path) -> None:
     assert f"known failures of upstream: {given} (given with --known-failures)" in output
     (upstream,) = [i for i in document["impls"] if i["name"] == "upstream"]
     assert upstream["known_failures_choice"] == "given with --known-failures"
+
+
+def test_the_awscrt_stand_in_is_a_module_to_tools_that_walk_sys_modules() -> None:
+    """Without awscrt installed, the upstream driver puts a stand-in into sys.modules whose
+    public names are empty classes; its dunder names stay missing, so that tools walking
+    sys.modules (hypothesis reads every module's ``__file__``) see no class for a path."""
+    import sys
+
+    from lmckv.conformance.drivers import upstream_driver
+
+    upstream_driver._stub_awscrt()
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        assert path is None or isinstance(path, str), name

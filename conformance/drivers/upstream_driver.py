@@ -52,7 +52,12 @@ def _stub_awscrt() -> None:
 
 
 def _placeholder_class(name: str) -> type:
-    """Module ``__getattr__`` of the awscrt stand-in: any name is an empty class."""
+    """Module ``__getattr__`` of the awscrt stand-in: any public name is an empty class.
+    Dunder names (``__file__``, ``__path__``, ...) stay missing, as on any module: tools
+    that walk ``sys.modules`` (hypothesis collects constants from every module's file)
+    must not be handed a class for a path."""
+    if name.startswith("__") and name.endswith("__"):
+        raise AttributeError(name)
     return type(name, (), {})
 
 
