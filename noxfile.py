@@ -112,17 +112,26 @@ def tests(session: nox.Session) -> None:
     install(session, "test", "bench", "fuzz", upstream=True)
     # The slow tests (the installed wheel) run in the `dist` session, on the wheel it builds.
     session.run(
-        "pytest", "-n", "2", "tests", "-m", "not slow", "--junitxml=.lmckv/junit-tests.xml",
+        "pytest", "-n", "2", "--dist", "worksteal", "tests", "-m", "not slow",
+        "--junitxml=.lmckv/junit-tests.xml",
         *session.posargs, env={"LMCKV_REQUIRE_UPSTREAM": "1"},
     )  # fmt: skip
     session.run("python", "-m", "lmckv.conformance.golden", "--check")
+    # Every exchange of these runs is validated against the shipped testee schema.
+    schema_log = Path(".lmckv/testee-schema.jsonl")
+    schema_log.unlink(missing_ok=True)
+    checked = {"LMCKV_TESTEE_SCHEMA_LOG": str(schema_log)}
     session.run(
         "pytest", "-n", "2", *SUITE, "--impl", "reference", "--impl", "upstream",
-        "--junitxml=.lmckv/junit-conformance.xml",
+        "--junitxml=.lmckv/junit-conformance.xml", env=checked,
     )  # fmt: skip
     session.run(
         "pytest", "-n", "2", *SUITE, "--impl", "c-asan",
-        "--junitxml=.lmckv/junit-conformance-c-asan.xml",
+        "--junitxml=.lmckv/junit-conformance-c-asan.xml", env=checked,
+    )  # fmt: skip
+    session.run(
+        "python", "-m", "lmckv.conformance.drivers.schema_check", str(schema_log),
+        "--impl", "reference", "--impl", "upstream", "--impl", "c", "--min", "500",
     )  # fmt: skip
     session.run(
         "pytest", "-n", "2", *SUITE, "--impl", "reference-server",

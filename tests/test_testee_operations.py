@@ -20,7 +20,7 @@ from lmckv.conformance.core.golden_vectors import vectors
 from lmckv.conformance.core.resources import package_path
 from lmckv.conformance.core.schemas import SchemaError, validate
 from lmckv.conformance.core.wire import FIELD_TYPES
-from lmckv.conformance.drivers import DriverError
+from lmckv.conformance.drivers import DriverError, schema_check
 from lmckv.conformance.drivers.exec_driver import ExecDriver
 from lmckv.conformance.drivers.python_driver import load_package
 from lmckv.conformance.drivers.schema_check import ENV, SchemaCheckedDriver
@@ -209,9 +209,11 @@ def test_the_checked_driver_counts_and_logs(tmp_path: Path) -> None:
 
 
 def test_every_exchange_of_a_run_follows_the_schema(tmp_path: Path) -> None:
-    """One run over the reference, upstream and the C testee with every exchange validated
-    (the in-process drivers through the wire form, the C testee also line by line in the
-    transcript): no violation, and every implementation validated many messages."""
+    """A run over the reference, upstream and the C testee (the codec-read and key tests)
+    with every exchange validated (the in-process drivers through the wire form, the C
+    testee also line by line in the transcript): no violation, and every implementation
+    validated many messages. ``nox -s tests`` validates the whole suite's runs the same way
+    and checks the log with ``python -m lmckv.conformance.drivers.schema_check``."""
     if importlib.util.find_spec("lmcache") is None:
         upstream_missing("lmcache is not installed, so upstream cannot be run")
     if shutil.which(compiler()) is None:
@@ -221,6 +223,8 @@ def test_every_exchange_of_a_run_follows_the_schema(tmp_path: Path) -> None:
         ["reference", "upstream", "c"],
         "-n",
         "2",
+        "-k",
+        "test_codec_read or test_keys",
         "--transcript",
         str(transcript),
         env={ENV: str(log)},
@@ -233,11 +237,23 @@ def test_every_exchange_of_a_run_follows_the_schema(tmp_path: Path) -> None:
     for line in lines:
         validated[line["impl"]] = validated.get(line["impl"], 0) + line["validated"]
     assert set(validated) == {"reference", "upstream", "c"}
-    assert min(validated.values()) > 500, validated
+    assert min(validated.values()) > 200, validated
+    assert schema_check.main([str(log), "--impl", "c", "--min", "200"]) == 0
     exchanges = [json.loads(line) for line in transcript.read_text().splitlines()]
     replied = [e for e in exchanges if "reply" in e]
-    assert len(replied) > 500 and {e["impl"] for e in replied} == {"c"}
+    assert len(replied) > 200 and {e["impl"] for e in replied} == {"c"}
     for exchange in replied:
         validate(exchange, "testee")
     ops_seen = {e["request"]["op"] for e in replied}
     assert "hello" in ops_seen and len(ops_seen) > len(ops.OPERATIONS) // 2, ops_seen
+
+
+def test_the_log_check_fails_on_a_violation_or_a_missing_implementation(tmp_path: Path) -> None:
+    log = tmp_path / "schema.jsonl"
+    line = {"impl": "reference", "pid": 1, "validated": 600, "violations": 0}
+    log.write_text(json.dumps({**line, "first_violations": []}) + "\n")
+    assert schema_check.main([str(log), "--impl", "reference", "--min", "500"]) == 0
+    assert schema_check.main([str(log), "--impl", "c"]) == 1  # c validated nothing
+    bad = {**line, "violations": 1, "first_violations": ["codec.parse: $.blob is not bytes"]}
+    log.write_text(log.read_text() + json.dumps(bad) + "\n")
+    assert schema_check.main([str(log), "--impl", "reference"]) == 1

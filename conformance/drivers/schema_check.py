@@ -6,14 +6,19 @@ the suite sends and every reply it gets are put in their wire form (wire.to_wire
 testee sees them) and validated as one exchange. In-process drivers are thereby held to the
 same shapes as exec testees. When the driver closes, one JSON line is appended to the log:
 ``{"impl", "pid", "validated", "violations", "first_violations"}`` (each pytest-xdist worker
-writes its own). Validation never changes an outcome; tests read the log
-(tests/test_testee_operations.py).
+writes its own). Validation never changes an outcome. ``python -m
+lmckv.conformance.drivers.schema_check LOG --impl NAME... [--min N]`` reads a log: exit 0
+when it holds no violation and every named implementation validated at least N exchanges
+(``nox -s tests`` runs the suite's reference, upstream and C testee runs this way).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,3 +97,39 @@ def with_schema_check(driver: Driver) -> Driver:
     if not log or driver.info.kind in ("server", "client"):
         return driver
     return SchemaCheckedDriver(driver, Path(log))
+
+
+def tally(log: Path) -> tuple[dict[str, int], list[str]]:
+    """(exchanges validated per implementation, the quoted violations) of a log."""
+    validated: dict[str, int] = {}
+    violations: list[str] = []
+    for text in log.read_text(encoding="utf-8").splitlines():
+        line = json.loads(text)
+        validated[line["impl"]] = validated.get(line["impl"], 0) + line["validated"]
+        violations += [f"{line['impl']}: {v}" for v in line["first_violations"]]
+        if line["violations"] > len(line["first_violations"]):
+            violations.append(f"{line['impl']}: {line['violations']} violations in all")
+    return validated, violations
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Check a log: 0 clean, 1 a violation or an implementation with too few exchanges."""
+    parser = argparse.ArgumentParser(prog="python -m lmckv.conformance.drivers.schema_check")
+    parser.add_argument("log", type=Path)
+    parser.add_argument("--impl", action="append", default=[], help="must appear (repeat)")
+    parser.add_argument("--min", type=int, default=1, help="exchanges each must have (1)")
+    args = parser.parse_args(argv)
+    validated, violations = tally(args.log)
+    short = {name: validated.get(name, 0) for name in args.impl}
+    short = {name: n for name, n in short.items() if n < args.min}
+    for violation in violations:
+        print(f"violation: {violation}")
+    for name, n in short.items():
+        print(f"{name}: {n} exchanges validated, fewer than {args.min}")
+    counts = ", ".join(f"{name} {n}" for name, n in sorted(validated.items()))
+    print(f"testee schema: {counts}; {len(violations)} violations")
+    return 1 if violations or short else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -234,14 +234,18 @@ def _raw(t: torch.Tensor) -> bytes:
 
 def _check_decode(data: bytes, value: Any) -> None:
     """KV-PAYLOAD: decode returns exactly the stored sections; the logical shape holds every
-    element; no output tensor is larger than the input allows (torch allocation check)."""
+    element (K's too, unless the blob has no K: KV-K-ABSENT); no output tensor is larger
+    than the input allows (torch allocation check)."""
     enc, (k, v, scales), dequant = value
     payload = bytes(enc.payload)
     kl, vl = enc.k_payload_len, enc.v_payload_len
     _require(_raw(k) == payload[:kl], "K bytes differ")
     _require(_raw(v) == payload[kl : kl + vl], "V bytes differ")
     _require(_raw(scales) == payload[kl + vl :], "scale bytes differ")
-    _require(k.shape == v.shape, "K and V shapes differ")
+    if enc.has_k:
+        _require(k.shape == v.shape, "K and V shapes differ")
+    else:  # KV-K-ABSENT: no K section, K is an empty 1-D tensor of the recorded k_dtype
+        _require(k.numel() == 0 and k.dim() == 1, "a K-less blob decoded to a non-empty K")
     outputs = [k, v, scales] + ([dequant] if dequant is not None else [])
     total = sum(_nbytes(t) for t in outputs)
     _require(total <= 4 * len(data) + 4096, f"decode returned {total} bytes for {len(data)}")
