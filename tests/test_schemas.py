@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from lmckv.bench import results as bench_results
 from lmckv.bench.results import ResultsWriter, load
 from lmckv.conformance.core import schemas
-from lmckv.conformance.core.schemas import SCHEMA_NAMES, SchemaError, validate
+from lmckv.conformance.core.schemas import FAST_PATTERNS, SCHEMA_NAMES, SchemaError, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = sorted((ROOT / "golden_blobs" / "v1").glob("*.json"))
@@ -303,3 +306,32 @@ def test_bench_allowed_values_come_from_the_schema() -> None:
         throughput["impl"]["enum"]
     )
     assert bench_results.SCOPES == ("PER_TENSOR", "PER_LAYER_HEAD", "PER_PAGE_HEAD", "EXTERNAL")
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.text(alphabet="0123456789abcdefABG,\n", max_size=40))
+def test_fast_patterns_decide_as_the_pattern_does(text: str) -> None:
+    """Each FAST_PATTERNS predicate agrees with its pattern under ECMA-262 semantics (``$``
+    is the end of the string, which Python spells ``\\Z``)."""
+    for pattern, fast in FAST_PATTERNS.items():
+        ecma = pattern.removesuffix("$") + r"\Z"
+        assert fast(text) == bool(re.search(ecma, text)), (pattern, text)
+
+
+def test_a_long_malformed_hex_field_is_named_without_quoting_it_whole() -> None:
+    blob = "ab" * 100_000 + "G"
+    exchange = {
+        "request": {
+            "id": 1,
+            "op": "codec.encode",
+            "k": "00",
+            "v": "00",
+            "dtype": "fp16",
+            "shape": [1],
+            "scale_scope": 0,
+        },
+        "reply": {"id": 1, "ok": True, "blob": blob},
+    }
+    with pytest.raises(SchemaError) as caught:
+        validate(exchange, "testee")
+    assert caught.value.path == "$.reply.blob" and len(str(caught.value)) < 1000

@@ -30,19 +30,19 @@ from lmckv.conformance.core.operations import (
     null_items,
     nullable,
 )
+from lmckv.conformance.core.schemas import HEX_LIST_PATTERN, HEX_PATTERN
 from lmckv.conformance.core.wire import FIELD_TYPES, PROTOCOL_VERSION, FieldType
 
 PATH = Path(__file__).with_name("schemas") / "testee.schema.json"
-_HEX = "([0-9a-f]{2})*"
 #: JSON Schema of each wire type (TESTEE.md, "Field types").
 TYPES: dict[str, dict[str, Any]] = {
     FieldType.INT.value: {"type": "integer"},
     FieldType.BOOL.value: {"type": "boolean"},
     FieldType.INTS.value: {"type": "array", "items": {"type": "integer"}},
-    FieldType.BYTES.value: {"type": "string", "pattern": f"^{_HEX}$"},
-    FieldType.TEXT.value: {"type": "string", "pattern": f"^{_HEX}$"},
-    FieldType.BYTES_LIST.value: {"type": "string", "pattern": f"^({_HEX}(,{_HEX})*)?$"},
-    FieldType.TEXT_LIST.value: {"type": "string", "pattern": f"^({_HEX}(,{_HEX})*)?$"},
+    FieldType.BYTES.value: {"type": "string", "pattern": HEX_PATTERN},
+    FieldType.TEXT.value: {"type": "string", "pattern": HEX_PATTERN},
+    FieldType.BYTES_LIST.value: {"type": "string", "pattern": HEX_LIST_PATTERN},
+    FieldType.TEXT_LIST.value: {"type": "string", "pattern": HEX_LIST_PATTERN},
     FieldType.NAME.value: {"type": "string"},
     FieldType.NAMES.value: {"type": "array", "items": {"type": "string"}},
 }
