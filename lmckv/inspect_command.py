@@ -1,7 +1,7 @@
 """``lmckv inspect``: one verdict per blob file, as a table or as JSON lines.
 
-Importing this module loads torch (through ``reference_impl.kv_codec.inspection``), so the
-command line imports it only when ``inspect`` runs.
+The header check imports no torch (``reference_impl.kv_codec.header_fields``): a file is
+verified in the memory of a small process; only ``--decode`` loads torch.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ def format_table(record: dict[str, Any]) -> str:
     """The human-readable form of one ``inspect_file`` record."""
     lines = [record["path"]]
     if not record["valid"]:
-        lines.append(f"  INVALID  {record['error']}: {record['message']}")
+        rule = f" [{record['rule']}]" if record["rule"] else ""
+        lines.append(f"  INVALID{rule}  {record['error']}: {record['message']}")
         return "\n".join(lines)
     header = dict(record["header"])
     hashes = header.pop("hashes")

@@ -52,6 +52,7 @@ def test_json_invalid_and_exit_1(blobs, capsys) -> None:
     good, bad = _json_lines(capsys)
     assert good["valid"] and not bad["valid"]
     assert bad["error"] == "CorruptEncodedKVError" and "CRC" in bad["message"]
+    assert bad["rule"] == "KV-CRC"
 
 
 def test_unreadable_file_exit_2(blobs, tmp_path, capsys) -> None:
@@ -76,7 +77,7 @@ def test_decode_stats(blobs, capsys) -> None:
 def test_plain_table(blobs, capsys) -> None:
     assert main(["inspect", str(blobs["good"]), str(blobs["bad"])]) == 1
     out = capsys.readouterr().out
-    assert "PER_LAYER_HEAD" in out and "INVALID  CorruptEncodedKVError" in out
+    assert "PER_LAYER_HEAD" in out and "INVALID [KV-CRC]  CorruptEncodedKVError" in out
 
 
 def test_console_script_runs_as_module(blobs) -> None:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import struct
 import time
 import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -14,6 +18,7 @@ from hypothesis import strategies as st
 from kv_blobs import paged_blob, read_lens, with_field, with_lens
 
 from lmckv.conformance.core.blob_model import layout
+from lmckv.reference_impl.dtype_table import ITEMSIZE
 from lmckv.reference_impl.kv_codec import (
     CODEC_MAGIC,
     AsymK16V8Codec,
@@ -24,6 +29,8 @@ from lmckv.reference_impl.kv_codec import (
     EncodedKV,
     ScaleScope,
     deserialize_header,
+    header,
+    header_fields,
     serialize_header,
 )
 from lmckv.reference_impl.kv_codec.header import check_consistency
@@ -335,3 +342,38 @@ def test_a_list_scale_shape_is_checked_like_a_tuple() -> None:
     enc.scale_shape = [enc.scale_shape[0], 5]  # type: ignore[assignment]
     with pytest.raises(CorruptEncodedKVError):
         check_consistency(enc)
+
+
+GOLDEN_CODEC = sorted((Path(__file__).resolve().parents[1] / "golden_blobs/v1/codec").iterdir())
+
+
+def _fields_or_rule(parse: Callable[[bytes], tuple[Any, int, int]], blob: bytes) -> Any:
+    """The parsed fields (dtypes by name) and header length, or the rule refusing them."""
+    try:
+        fields, header_len, crc = parse(blob)
+    except CorruptEncodedKVError as e:
+        return e.rule
+    names = {f.name: getattr(fields, f.name) for f in dataclasses.fields(fields)}
+    names.pop("payload", None), names.pop("blob", None), names.pop("header_bytes", None)
+    for key in ("k_dtype", "v_dtype", "scale_dtype"):
+        names[key] = str(names[key])
+    return names, header_len, crc
+
+
+def test_the_header_only_reader_reads_as_the_codec_does() -> None:
+    """header_fields (no torch, for inspect and fsck) and header (torch dtypes, for the
+    codec) are one parser: the same fields, or the same rule, for every golden codec file,
+    cut short inside its header too."""
+    rules = set()
+    for path in GOLDEN_CODEC:
+        blob = path.read_bytes()
+        for cut in (blob, blob[: len(blob) // 2], blob[:100]):
+            torch_side = _fields_or_rule(header.parse_header_fields, cut)
+            assert _fields_or_rule(header_fields.parse_header_fields, cut) == torch_side, path
+            rules.add(torch_side if isinstance(torch_side, str) else "parsed")
+    assert {"parsed", "KV-MAGIC", "KV-TRUNCATED"} <= rules, rules
+
+
+def test_the_dtype_table_sizes_are_torch_s() -> None:
+    for name, size in ITEMSIZE.items():
+        assert getattr(torch, name).itemsize == size, name

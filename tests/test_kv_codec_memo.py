@@ -16,6 +16,7 @@ from lmckv.reference_impl.kv_codec import (
     EncodedKV,
     ScaleScope,
     header,
+    header_fields,
 )
 from lmckv.reference_impl.kv_codec.memo import BoundedMemo
 
@@ -90,28 +91,28 @@ BAD_FIELDS: dict[str, Any] = {
 def test_the_memo_key_holds_every_field_the_check_reads() -> None:
     """The key has one entry per field of BAD_FIELDS, and changing any of them changes it."""
     base = consistent_blob()
-    assert len(header._fields_key(base)) == len(BAD_FIELDS)
+    assert len(header_fields._fields_key(base)) == len(BAD_FIELDS)
     for name, bad in BAD_FIELDS.items():
         changed = dataclasses.replace(base, **{name: bad})
-        assert header._fields_key(changed) != header._fields_key(base), name
+        assert header_fields._fields_key(changed) != header_fields._fields_key(base), name
 
 
 @pytest.mark.parametrize("name", sorted(BAD_FIELDS))
 def test_a_field_changed_after_a_remembered_check_still_raises(name: str) -> None:
     enc = consistent_blob()
-    header.check_consistency(enc)
-    header.check_consistency(enc)  # the answer now comes from the memo
-    assert header._fields_key(enc) in header._CONSISTENT
+    header_fields.check_consistency(enc)
+    header_fields.check_consistency(enc)  # the answer now comes from the memo
+    assert header_fields._fields_key(enc) in header_fields._CONSISTENT
     setattr(enc, name, BAD_FIELDS[name])
     with pytest.raises(CorruptEncodedKVError):
-        header.check_consistency(enc)
+        header_fields.check_consistency(enc)
 
 
 def test_consistency_memo_keeps_its_bound() -> None:
-    limit = header._CONSISTENT.limit
+    limit = header_fields._CONSISTENT.limit
     for layer in range(3 * limit):
-        header.check_consistency(dataclasses.replace(consistent_blob(), layer_id=layer))
-        assert len(header._CONSISTENT) <= limit
+        header_fields.check_consistency(dataclasses.replace(consistent_blob(), layer_id=layer))
+        assert len(header_fields._CONSISTENT) <= limit
 
 
 def test_packed_hash_sections_keep_their_bound_and_follow_the_hashes() -> None:
@@ -127,9 +128,9 @@ def test_packed_hash_sections_keep_their_bound_and_follow_the_hashes() -> None:
 def test_parsed_hash_sections_keep_their_bound_and_each_blob_reads_its_own() -> None:
     codec = AsymK16V8Codec()
     k = torch.ones(2, 2, 4, dtype=torch.float16)
-    names = [f"m{i}" for i in range(header._PARSED_SECTIONS.limit + 3)]
+    names = [f"m{i}" for i in range(header_fields._PARSED_SECTIONS.limit + 3)]
     blobs = {n: codec.to_bytes(codec.encode(k, k, hashes=CodecHashes(model_id=n))) for n in names}
     for _ in range(3):  # more hash sets than the memo holds, read round robin
         for name, blob in blobs.items():
             assert codec.from_bytes(blob).hashes.model_id == name
-            assert len(header._PARSED_SECTIONS) <= header._PARSED_SECTIONS.limit
+            assert len(header_fields._PARSED_SECTIONS) <= header_fields._PARSED_SECTIONS.limit

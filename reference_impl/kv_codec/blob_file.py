@@ -16,7 +16,7 @@ from typing import BinaryIO
 
 from lmckv.reference_impl.kv_codec.checksum import payload_crc32
 from lmckv.reference_impl.kv_codec.errors import CodecError, CorruptEncodedKVError
-from lmckv.reference_impl.kv_codec.header import EncodedKV, parse_header_fields
+from lmckv.reference_impl.kv_codec.header_fields import HeaderFields, parse_header_fields
 
 #: The first read: every header the reference writes with short hash strings fits.
 FIRST_READ = 4096
@@ -46,7 +46,7 @@ def _read_exact(f: BinaryIO, n: int) -> bytes:
     return data
 
 
-def _header(f: BinaryIO, size: int) -> tuple[EncodedKV, int, int]:
+def _header(f: BinaryIO, size: int) -> tuple[HeaderFields, int, int]:
     """Parse the header from the file's first bytes, reading more while it runs past them."""
     want = min(size, FIRST_READ)
     prefix = _read_exact(f, want)
@@ -68,7 +68,7 @@ def _header(f: BinaryIO, size: int) -> tuple[EncodedKV, int, int]:
         prefix += _read_exact(f, want - len(prefix))
 
 
-def verify_blob_file(f: BinaryIO, size: int) -> EncodedKV:
+def verify_blob_file(f: BinaryIO, size: int) -> HeaderFields:
     """Verify the blob file ``f`` (positioned at its start, ``size`` bytes long) as
     ``deserialize_header`` verifies a buffer, strictly; returns its header fields with
     ``header_bytes`` set and no payload. Raises :class:`TruncatedBlobError` when the file
@@ -113,7 +113,7 @@ _KINDS = (
 )
 
 
-def check_blob_file(path: str | os.PathLike[str]) -> EncodedKV:
+def check_blob_file(path: str | os.PathLike[str]) -> HeaderFields:
     """:func:`verify_blob_file` on the regular file at ``path``, opened without blocking
     (a FIFO does not hang the open) and refused unless ``fstat`` says it is a regular
     file. Raises BlobFileError when it cannot be checked, the errors of
