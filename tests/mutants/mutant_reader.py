@@ -11,23 +11,23 @@ from typing import Any
 
 from lmckv.reference_impl import kv_codec as _ref
 from lmckv.reference_impl.kv_codec import codec as _codec
-from lmckv.reference_impl.kv_codec import header as _header
+from lmckv.reference_impl.kv_codec import header_fields as _fields
 from lmckv.reference_impl.kv_codec.header import EncodedKV
 
 #: The reference's field checks, which a mutant's check calls for what it does not skip.
-reference_check = _header._check_fields
+reference_check = _fields._check_fields
 
 Check = Callable[[EncodedKV], None]
 
 
 @contextlib.contextmanager
 def _reading_with(check: Check) -> Iterator[None]:
-    saved = (_header.check_consistency, _codec.check_consistency)
-    _header.check_consistency = _codec.check_consistency = check
+    saved = (_fields.check_consistency, _codec.check_consistency)
+    _fields.check_consistency = _codec.check_consistency = check
     try:
         yield
     finally:
-        _header.check_consistency, _codec.check_consistency = saved
+        _fields.check_consistency, _codec.check_consistency = saved
 
 
 def codec_with_check(check: Check) -> type[_ref.AsymK16V8Codec]:
