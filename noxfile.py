@@ -1,7 +1,12 @@
-"""Sessions: lint, tests, dist, golden, conformance, upstream_versions, bench, report, fuzz.
+"""Sessions: lint, tests, dist, golden, conformance, upstream_versions, bench, report, fuzz,
+machine_deps.
 
-torch: on a machine whose Python already has a CUDA build of torch, sessions see it
-(--system-site-packages) and keep it; elsewhere they install the CPU pin torch==2.13.0.
+torch: on a machine whose Python already has a CUDA build of torch or the CPU pin
+torch==2.13.0, sessions see it (--system-site-packages) and keep it, with whatever else that
+Python holds; elsewhere each session installs the CPU pin into its own venv. CI runs
+``nox -s machine_deps`` first: it installs torch and the other dependencies once into the
+Python running nox, so that ``nox -s lint tests dist`` (a second run: the choice is made when
+the noxfile loads) installs little more than lmckv itself.
 """
 
 from __future__ import annotations
@@ -55,22 +60,38 @@ TYPECHECK_DIR = Path(".lmckv/typecheck")
 SUITE = ["--pyargs", "lmckv.conformance"]
 
 
-def _cuda_python() -> str | None:
-    """The interpreter that already has a CUDA torch, if any (this one, then python3)."""
-    probe = "import torch,sys; sys.exit(0 if torch.version.cuda else 1)"
+def _torch_python() -> str | None:
+    """The interpreter that already has a CUDA torch or the CPU pin, if any (this one, then
+    python3)."""
+    pin = TORCH_PIN.split("==")[1]
+    probe = (
+        "import torch,sys; "
+        f"sys.exit(0 if torch.version.cuda or torch.__version__.split('+')[0] == {pin!r} else 1)"
+    )
     for exe in (sys.executable, shutil.which("python3")):
         if exe and subprocess.run([exe, "-c", probe], capture_output=True).returncode == 0:
             return exe
     return None
 
 
-CUDA_PYTHON = _cuda_python()
-VENV = {"python": CUDA_PYTHON, "venv_params": ["--system-site-packages"]} if CUDA_PYTHON else {}
+TORCH_PYTHON = _torch_python()
+VENV = {"python": TORCH_PYTHON, "venv_params": ["--system-site-packages"]} if TORCH_PYTHON else {}
+
+
+def _extra_requirements(*extras: str) -> list[str]:
+    """lmckv's own dependencies (``base``) and those of ``extras``, from pyproject.toml."""
+    project = tomllib.loads(Path("pyproject.toml").read_text())["project"]
+    wanted: list[str] = []
+    for extra in extras:
+        wanted += (
+            project["dependencies"] if extra == "base" else project["optional-dependencies"][extra]
+        )
+    return wanted
 
 
 def install(session: nox.Session, *extras: str, upstream: bool = False) -> None:
-    """torch (unless a CUDA build is already visible), then lmckv with extras, then upstream."""
-    if not CUDA_PYTHON:
+    """torch (unless the base Python has it), then lmckv with extras, then upstream."""
+    if not TORCH_PYTHON:
         session.install(TORCH_PIN)
     session.install("-e", f".[{','.join(extras)}]" if extras else ".")
     if upstream:
@@ -144,11 +165,23 @@ def tests(session: nox.Session) -> None:
     )  # fmt: skip
 
 
+@nox.session(venv_backend="none")
+def machine_deps(session: nox.Session) -> None:
+    """CI's first step: torch (the CPU pin), the dependencies of lmckv and of its test, lint,
+    bench, fuzz and dist extras, and upstream's runtime modules, installed once into the
+    Python running nox. Sessions of later nox runs see them instead of installing each its
+    own copy (lmckv itself and lmcache stay per session)."""
+    wanted = _extra_requirements("base", "test", "lint", "bench", "fuzz", "dist")
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    session.run(*pip, TORCH_PIN, *wanted, *UPSTREAM_RUNTIME_DEPS, external=True)
+
+
 @nox.session(**VENV)
 def dist(session: nox.Session) -> None:
     """Build the sdist and wheel into .lmckv/dist/, `twine check` them, then test the
-    installed wheel in a fresh venv from an empty folder (tests/test_installed_wheel.py)."""
-    install(session, "test", "dist")
+    installed wheel in a fresh venv from an empty folder (tests/test_installed_wheel.py).
+    This session's own venv needs no torch and no lmckv: only the build tools and pytest."""
+    session.install(*_extra_requirements("test", "dist"))
     shutil.rmtree(DIST_DIR, ignore_errors=True)
     session.run("python", "-m", "build", "--outdir", str(DIST_DIR), ".")
     built = sorted(DIST_DIR.iterdir())
