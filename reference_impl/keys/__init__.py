@@ -4,8 +4,14 @@ and the descriptors that travel with keys.
 
 The public names and call signatures match upstream ``lmcache.v1.distributed.api``
 (seed revision) and the L2 adapters' key helpers; every error is a
-:class:`KeyFormatError`, itself a ``ValueError``.
+:class:`KeyFormatError`, itself a ``ValueError``. ``MemoryLayoutDesc`` (torch shapes and
+dtypes) is imported on first use, so that the key forms alone (``lmckv fsck``) load no torch.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from lmckv.reference_impl.keys.errors import (
     DescriptorError,
@@ -21,12 +27,23 @@ from lmckv.reference_impl.keys.fs_form import (
     parse_object_key_filename,
 )
 from lmckv.reference_impl.keys.ipc import ipc_key_to_object_keys
-from lmckv.reference_impl.keys.layout import MemoryLayoutDesc
 from lmckv.reference_impl.keys.listing import KeyEntry, KeyListPage
 from lmckv.reference_impl.keys.object_key import EncodedObjectKey, ObjectKey
 from lmckv.reference_impl.keys.prefetch import PrefetchHandle, PrefetchMode, TrimPolicy
 from lmckv.reference_impl.keys.string_form import object_key_to_string, string_to_object_key
 from lmckv.reference_impl.keys.windows import DEFAULT_ATTN_WINDOW_DESC, AttnWindowDesc
+
+if TYPE_CHECKING:
+    from lmckv.reference_impl.keys.layout import MemoryLayoutDesc
+
+
+def __getattr__(name: str) -> Any:
+    if name != "MemoryLayoutDesc":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = importlib.import_module(f"{__name__}.layout").MemoryLayoutDesc
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DEFAULT_ATTN_WINDOW_DESC",
