@@ -326,3 +326,15 @@ def test_without_lmcache_the_reference_writes_full_blobs_only(
     assert written and not any(c.k_less for c in written)
     status, doc = _fsck(str(tmp_path / "s"))
     assert status == 0 and doc["valid_blobs"] == len(written)
+
+
+def test_the_header_and_key_readers_load_no_torch() -> None:
+    """fsck and inspect's header check import neither torch nor anything that does: their
+    memory is that of a small process (torch alone is ~225 MB)."""
+    code = (
+        "import sys, lmckv.fsck_command, lmckv.inspect_command, lmckv.conformance.store.fsck; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'numpy')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
