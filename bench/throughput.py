@@ -323,7 +323,10 @@ def _build_group(
         op_names = plan.cuda_ops
     for (name, scope), ops in per_impl.items():
         for op in op_names:
-            setup = None if op in ("encode", "quantize") else ops.buffers
+            if device == "cpu":
+                setup: Callable[[], object] | None = functools.partial(ops.prepare, op, dtype)
+            else:
+                setup = None if op in ("encode", "quantize") else ops.buffers
             group.add(
                 (op, name, scope),
                 ops.op(op, dtype, device),

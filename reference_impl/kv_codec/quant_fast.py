@@ -302,12 +302,23 @@ def dequantize_v_fp8(
     out_dtype: torch.dtype = torch.float16,
     head_axis: int = -2,
     page_axis: int | None = None,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """quant_rules.dequantize (Q-DEQUANT), in blocks."""
+    """quant_rules.dequantize (Q-DEQUANT), in blocks; into ``out`` (contiguous, of q's
+    element count and ``out_dtype``) when given, else a new tensor. Returns it in q's shape."""
     if not out_dtype.is_floating_point or out_dtype in FP8_DTYPES:
         raise UnsupportedConfigError(f"cannot dequantize into {out_dtype}", rule="Q-DEQUANT")
     s = group_scales(scales, q.shape, scope, head_axis, page_axis)
-    out = torch.empty(q.shape, dtype=out_dtype, device=q.device)
+    if out is None:
+        out = torch.empty(q.shape, dtype=out_dtype, device=q.device)
+    elif not out.is_contiguous() or out.dtype != out_dtype or out.numel() != q.numel():
+        raise UnsupportedConfigError(
+            f"out is {out.dtype} x {out.numel()} (contiguous: {out.is_contiguous()}), "
+            f"dequantizing needs contiguous {out_dtype} x {q.numel()}",
+            rule=None,
+        )
+    else:
+        out = out.view(q.shape)
     if applies(q, _E4M3) and out_dtype in OUT_KINDS:
         dequantize_into(untracked(q), s, out)
     else:

@@ -36,6 +36,7 @@ thread, where a parallel launch would cost more than it saves.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Callable, Mapping
@@ -72,6 +73,7 @@ _RAW = {1: torch.uint8, 2: torch.int16, 4: torch.int32}  # raw bits by element s
 ENABLED = AVAILABLE and os.environ.get("LMCKV_NUMBA", "1") != "0"
 
 
+@functools.lru_cache(maxsize=256)
 def group_runs(
     shape: tuple[int, ...], group_shape: tuple[int, ...]
 ) -> tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
@@ -80,7 +82,8 @@ def group_runs(
     table being C-contiguous of ``group_shape``.
 
     A run is the elements after the last grouped axis; run ``r``'s group is
-    ``sum((r // divs[i]) % sizes[i] * strides[i])``.
+    ``sum((r // divs[i]) % sizes[i] * strides[i])``. Cached per shapes (a small blob's call
+    would otherwise spend more here than in the kernel): callers never write the arrays.
     """
     axes = [a for a, n in enumerate(group_shape) if n != 1 and shape[a] != 1]
     table_strides = [math.prod(group_shape[a + 1 :]) for a in range(len(group_shape))]
@@ -118,7 +121,7 @@ def applies(t: torch.Tensor, dtypes: Mapping[torch.dtype, int]) -> bool:
 def _flat_bits(t: torch.Tensor) -> npt.NDArray[Any]:
     """The raw bits of a contiguous tensor as a flat signed-integer (bytes: unsigned)
     numpy array."""
-    return t.reshape(-1).view(_RAW[t.element_size()]).numpy()
+    return t.view(_RAW[t.element_size()]).numpy().reshape(-1)  # numpy's reshape: cheaper
 
 
 def group_absmax(v: torch.Tensor, keep: tuple[int, ...]) -> torch.Tensor:
@@ -132,7 +135,7 @@ def group_absmax(v: torch.Tensor, keep: tuple[int, ...]) -> torch.Tensor:
         kernel = _absmax_serial if nchunks == 1 else _absmax_parallel
         kernel(_flat_bits(v), run, divs, sizes, strides, partial)
     best = partial.max(axis=0).astype(np.int32 if v.element_size() == 4 else np.int16)
-    return torch.from_numpy(best).view(v.dtype).reshape([v.shape[a] for a in sorted(keep)])
+    return torch.from_numpy(best.reshape([v.shape[a] for a in sorted(keep)])).view(v.dtype)
 
 
 def quantize_into(v: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> None:
@@ -159,7 +162,7 @@ def _run_elementwise(src: torch.Tensor, scales: torch.Tensor, out: torch.Tensor,
     kernel = _map_serial if nchunks == 1 else _map_parallel
     kernel(
         _flat_bits(src),
-        table.reshape(-1).numpy(),
+        table.numpy().reshape(-1),
         run,
         divs,
         sizes,
