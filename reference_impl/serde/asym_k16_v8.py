@@ -209,7 +209,10 @@ class _Deserializer(_Serde):
     def _parse(self, src: MemoryObjLike) -> EncodedKV:
         """SERDE-FRAMED: the blob at the start of ``src``; the capacity after it is unused."""
         data = _tensor(src, "src").contiguous().view(-1).view(torch.uint8)
-        return self._codec.from_bytes(bytearray(data.numpy().tobytes()), allow_trailing=True)
+        # A host source is read where it lies (its payload viewed, not copied); others are
+        # copied to the host first.
+        blob = data.numpy().data if data.device.type == "cpu" else bytearray(data.cpu().numpy())
+        return self._codec.from_bytes(blob, allow_trailing=True)
 
     def _fill(self, enc: EncodedKV, k_out: torch.Tensor | None, v_out: torch.Tensor | None) -> None:
         """Decode into the requested outputs; check both before writing either."""
@@ -221,16 +224,24 @@ class _Deserializer(_Serde):
                     rule="SERDE-SLOTS",
                 )
         shape = tuple(v_out.shape) if v_out is not None else None
+        # V dequantized straight into a contiguous host destination (one pass), else copied.
+        direct = (
+            v_out is not None
+            and v_out.is_contiguous()
+            and v_out.device.type == "cpu"
+            and v_out.dtype != enc.v_dtype
+        )
         k, v, _ = self._codec.decode(
             enc,
             out_k_dtype=k_out.dtype if k_out is not None else None,
             out_v_dtype=v_out.dtype if v_out is not None else None,
             shape=shape if shape is not None and len(shape) >= -HEAD_AXIS else None,
             head_axis=HEAD_AXIS,
+            out_v=v_out.view(-1) if direct and v_out is not None else None,
         )
         if k_out is not None:
             k_out.copy_(k.reshape(k_out.shape))
-        if v_out is not None:
+        if v_out is not None and not direct:
             v_out.copy_(v.reshape(v_out.shape))
 
 
