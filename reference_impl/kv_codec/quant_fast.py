@@ -36,6 +36,8 @@ from lmckv.reference_impl.kv_codec.quant_numba import (
     dequantize_into,
     group_absmax,
     quantize_into,
+    small_quantize_into,
+    small_scales,
 )
 from lmckv.reference_impl.kv_codec.quant_rules import (
     FP8_DTYPES,
@@ -100,6 +102,13 @@ def compute_v_scales(
     keep = tuple(a for a in (page, head) if a is not None)
     # One group of a small V: torch's single aminmax costs less than the kernel's call.
     kernel = applies(v, V_KINDS) and (head is not None or v.numel() >= PARALLEL_MIN)
+    if kernel and 0 < v.numel() < PARALLEL_MIN:  # a small blob: one kernel call, in numpy
+        small = small_scales(untracked(v), tuple(sorted(keep)), qmax, ZERO_SCALE_SENTINEL)
+        return (
+            small.t().contiguous()
+            if page is not None and head is not None and page > head
+            else small
+        )
     if head is None and not kernel and v.device.type == "cpu" and v.dtype in _SCALAR_SCALE_DTYPES:
         return _float32_tensor([_tensor_scale(untracked(v), qmax)]).view(())
     if kernel:
@@ -273,7 +282,9 @@ def quantize_v_fp8(
             f"out is {out.dtype}{tuple(out.shape)}, need {fp8_dtype}{tuple(v.shape)}", rule=None
         )
     e4m3 = fp8_dtype == torch.float8_e4m3fn and out.is_contiguous()
-    if e4m3 and applies(v, V_KINDS):
+    if e4m3 and applies(v, V_KINDS) and 0 < v.numel() < PARALLEL_MIN:  # one kernel call
+        small_quantize_into(untracked(v), s.contiguous().numpy(), out)
+    elif e4m3 and applies(v, V_KINDS):
         quantize_into(untracked(v), s, out)
     elif not (e4m3 and _triton_quantize(untracked(v), s, out)):
         _blockwise(untracked(v), s.to(v.device), out, torch.div, qmax)

@@ -138,6 +138,39 @@ def group_absmax(v: torch.Tensor, keep: tuple[int, ...]) -> torch.Tensor:
     return torch.from_numpy(best.reshape([v.shape[a] for a in sorted(keep)])).view(v.dtype)
 
 
+def small_scales(
+    v: torch.Tensor, keep: tuple[int, ...], qmax: float, sentinel: float
+) -> torch.Tensor:
+    """Q-SCALE of a non-empty V under PARALLEL_MIN elements (as ``applies`` takes it) grouped by the
+    axes ``keep`` (sorted), in numpy from one kernel call: the float32 scales with the kept
+    axes in V's order. amax is exact in float32 (the widened bit pattern of the largest
+    magnitude, NaN when a group holds one); scale = amax / qmax, one float32 division (what
+    ``quant_rules.true_divide`` computes), or ``sentinel`` where ``amax > 0`` is false. A
+    small blob's call spends less here than through ``group_absmax`` and torch."""
+    group_shape = tuple(n if a in keep else 1 for a, n in enumerate(v.shape))
+    run, divs, sizes, strides = group_runs(tuple(v.shape), group_shape)
+    partial = np.zeros((1, math.prod(group_shape)), dtype=np.int64)
+    _absmax_serial(_flat_bits(v), run, divs, sizes, strides, partial)
+    bits = partial[0]
+    if v.dtype == torch.float16:
+        amax = bits.astype(np.uint16).view(np.float16).astype(np.float32)
+    elif v.dtype == torch.bfloat16:
+        amax = (bits.astype(np.uint32) << 16).view(np.float32)
+    else:
+        amax = bits.astype(np.uint32).view(np.float32)
+    scales = amax / np.float32(qmax)  # float32 / float32: one correctly rounded division
+    scales[~(amax > 0)] = sentinel  # amax 0 or NaN
+    return torch.from_numpy(scales.reshape([v.shape[a] for a in keep]))
+
+
+def small_quantize_into(v: torch.Tensor, table: npt.NDArray[np.float32], out: torch.Tensor) -> None:
+    """``quantize_into`` for a V under PARALLEL_MIN elements whose float32 scales ``table``
+    (numpy, V's rank, 1 on axes not grouped) are already laid out: one kernel call."""
+    run, divs, sizes, strides = group_runs(tuple(v.shape), table.shape)
+    kernel_args = (run, divs, sizes, strides, _flat_bits(out), 1, V_KINDS[v.dtype])
+    _map_serial(_flat_bits(v), table.reshape(-1), *kernel_args)
+
+
 def quantize_into(v: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> None:
     """Q-ROUND of ``v`` (as ``applies`` takes it) into contiguous e4m3fn ``out`` of v's
     shape; ``scales`` is float32 of v's rank, broadcasting against it
