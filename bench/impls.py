@@ -13,6 +13,13 @@ Operations (each over every per-layer blob of a case):
 - ``decode_dequant``: ``from_bytes`` then ``decode(out_v_dtype=<K's dtype>)``;
 - ``quantize`` (CUDA): ``compute_v_scales`` then ``quantize_v_fp8`` on the device.
 
+Destinations: an implementation whose ``encode`` takes ``out=`` (a caller's buffer) and whose
+``decode`` takes ``out_v=`` (a caller's tensor) encodes into one preallocated ``bytearray``
+per layer and dequantizes into one preallocated V tensor per layer, made before timing, as
+the ``memcpy`` limit copies into preallocated buffers and as a serde writes into the
+caller's ``MemoryObj`` (the reference does; upstream 0.5.6 has neither keyword and
+allocates its outputs in every call, which the ``alloc`` floor shows the cost of).
+
 Blobs are parsed from ``bytearray`` copies, as a reader that fills a preallocated buffer with
 ``readinto`` has them; the reference then returns K and V as views over that buffer.
 EXTERNAL stores V already in FP8 (``precomputed_v_quant``, made before timing) with the
@@ -29,6 +36,7 @@ which measure the machine, are never slowed.
 from __future__ import annotations
 
 import importlib
+import inspect
 import math
 import os
 import time
@@ -161,6 +169,14 @@ class CodecOps:
             else None
         )
         self._buffers: list[bytearray] | None = None
+        self._into = {
+            "encode": "out" in inspect.signature(self.codec.encode).parameters,
+            "decode": "out_v" in inspect.signature(self.codec.decode).parameters,
+        }
+        #: The preallocated destinations (``prepare``): per layer, encode's buffer and the
+        #: dequantized V's tensor.
+        self._outs: list[bytearray] = []
+        self._v_outs: dict[torch.dtype, list[torch.Tensor]] = {}
 
     def _encode_kwargs(self, index: int) -> dict[str, Any]:
         layer = self.layers[index]
@@ -181,12 +197,32 @@ class CodecOps:
         return kwargs
 
     def encode(self) -> list[Any]:
-        """Encode every layer to bytes."""
+        """Encode every layer to bytes (into the preallocated buffers, once ``prepare``d)."""
         codec = self.codec
+        outs = self._outs
         return [
-            codec.to_bytes(codec.encode(layer.k, layer.v, **self._encode_kwargs(i)))
+            codec.to_bytes(
+                codec.encode(
+                    layer.k,
+                    layer.v,
+                    **self._encode_kwargs(i),
+                    **({"out": outs[i]} if outs else {}),
+                )
+            )
             for i, layer in enumerate(self.layers)
         ]
+
+    def prepare(self, op: str, dtype: torch.dtype) -> None:
+        """Untimed: the encoded blobs (to read), and the preallocated destinations of the
+        operations that write into the caller's buffers (see the module's docstring)."""
+        buffers = self.buffers()
+        if op == "encode" and self._into["encode"] and not self._outs:
+            self._outs = [bytearray(len(buf)) for buf in buffers]
+        if op == "decode_dequant" and self._into["decode"] and dtype not in self._v_outs:
+            self._v_outs[dtype] = [
+                torch.empty(layer.v.numel(), dtype=dtype, device=layer.v.device)
+                for layer in self.layers
+            ]
 
     def buffers(self) -> list[bytearray]:
         """The encoded blobs as writable buffers (encoded once, on first use)."""
@@ -204,12 +240,18 @@ class CodecOps:
             self.codec.from_bytes(buf)
 
     def decode(self, out_v_dtype: torch.dtype | None, device: str | None = None) -> None:
-        """from_bytes then decode over every blob."""
+        """from_bytes then decode over every blob (dequantizing into the preallocated V
+        tensors, once ``prepare``d, on the CPU)."""
         codec = self.codec
         kwargs: dict[str, Any] = {"out_v_dtype": out_v_dtype}
         if device is not None:
             kwargs["device"] = torch.device(device)
-        for buf in self.buffers():
+        v_outs = (
+            self._v_outs.get(out_v_dtype) if out_v_dtype is not None and device is None else None
+        )
+        for i, buf in enumerate(self.buffers()):
+            if v_outs:
+                kwargs["out_v"] = v_outs[i]
             codec.decode(codec.from_bytes(buf), **kwargs)
 
     def quantize(self) -> None:

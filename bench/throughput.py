@@ -29,6 +29,7 @@ error, and ratios against it are null.
 from __future__ import annotations
 
 import ctypes
+import functools
 import random
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -43,6 +44,7 @@ from lmckv.bench.impls import CodecImpl, CodecOps, LayerKV
 from lmckv.bench.nvml import RowSampler, find_handle, load_nvml, nvml_uuid
 from lmckv.bench.progress import bar
 from lmckv.bench.results import SCOPES
+from lmckv.bench.serde_ops import SERDE_MODULES, SERDE_OPS, SERDE_SCOPES, SerdeOps
 from lmckv.bench.stats import gbps, summarize
 from lmckv.bench.timing import Clock, CpuClock, CudaClock, Timed, run_interleaved
 
@@ -54,6 +56,7 @@ CPU_LIMIT = {
     "parse": "crc32",
     "decode_fp8": "memcpy",
     "decode_dequant": "memcpy",
+    **dict.fromkeys(SERDE_OPS, "memcpy"),
 }
 #: CUDA operations that compute a CRC-32 on the host (their ``crc_share``).
 CUDA_CRC_OPS = ("encode", "decode_fp8", "decode_dequant")
@@ -101,6 +104,10 @@ class ThroughputPlan:
     cuda_ops: tuple[str, ...] = CUDA_OPS
     processes: int = 3
     cpu_timer: str = "process_time"
+    #: The serde operations (``bench.serde_ops``), timed on CPU for the cases named here, in
+    #: the scopes of ``scopes`` a serde writes.
+    serde_ops: tuple[str, ...] = SERDE_OPS
+    serde_cases: tuple[str, ...] = ()
 
     def describe(self) -> dict[str, Any]:
         """The plan as plain data, for the results header."""
@@ -116,6 +123,8 @@ class ThroughputPlan:
             "cuda_ops": list(self.cuda_ops),
             "processes": self.processes,
             "cpu_timer": self.cpu_timer,
+            "serde_ops": list(self.serde_ops),
+            "serde_cases": list(self.serde_cases),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -129,7 +138,15 @@ class ThroughputPlan:
         fields = dict(data)
         for name in ("cpu_cases", "cuda_cases"):
             fields[name] = tuple(Case(**c) for c in fields[name])
-        for name in ("dtypes", "scopes", "devices", "cpu_ops", "cuda_ops"):
+        for name in (
+            "dtypes",
+            "scopes",
+            "devices",
+            "cpu_ops",
+            "cuda_ops",
+            "serde_ops",
+            "serde_cases",
+        ):
             fields[name] = tuple(fields[name])
         return replace(cls((), ()), **fields)
 
@@ -144,6 +161,9 @@ QUICK = ThroughputPlan(
     warmup=1,
     min_sample_s=0.002,
     processes=5,
+    # The serde where its per-call cost shows (one page) and where LMCache's L2 offload
+    # writes (one chunk of a 7B model); at 64 MiB it would double upstream's share of the run.
+    serde_cases=("page16", "chunk256-7b"),
 )
 FULL = ThroughputPlan(
     cpu_cases=tuple(
@@ -156,6 +176,7 @@ FULL = ThroughputPlan(
     warmup=2,
     min_sample_s=0.02,
     processes=5,
+    serde_cases=("page16", "chunk64-layer", "chunk256-layer", "chunk256-7b", "64MiB"),
 )
 
 
@@ -302,7 +323,10 @@ def _build_group(
         op_names = plan.cuda_ops
     for (name, scope), ops in per_impl.items():
         for op in op_names:
-            setup = None if op in ("encode", "quantize") else ops.buffers
+            if device == "cpu":
+                setup: Callable[[], object] | None = functools.partial(ops.prepare, op, dtype)
+            else:
+                setup = None if op in ("encode", "quantize") else ops.buffers
             group.add(
                 (op, name, scope),
                 ops.op(op, dtype, device),
@@ -311,7 +335,32 @@ def _build_group(
                 setup,
                 max_number=max_number,
             )
+    if device == "cpu" and case.name in plan.serde_cases:
+        _serde_items(group, layers, impls, plan, host_clock)
     return group
+
+
+def _serde_items(
+    group: _Group,
+    layers: list[LayerKV],
+    impls: dict[str, CodecImpl],
+    plan: ThroughputPlan,
+    clock: CpuClock,
+) -> None:
+    """The serde operations of every implementation that has a serde, in its scopes."""
+    for name, impl in impls.items():
+        if name not in SERDE_MODULES:
+            continue
+        for scope in (s for s in plan.scopes if s in SERDE_SCOPES):
+            serde = SerdeOps(name, impl.module.ScaleScope, scope, layers)
+            for op in plan.serde_ops:
+                group.add(
+                    (op, name, scope),
+                    serde.op(op),
+                    clock,
+                    functools.partial(serde.op_bytes, op),
+                    setup=functools.partial(serde.prepare, op),
+                )
 
 
 def _key_id(key: tuple[Any, ...]) -> str:

@@ -13,6 +13,7 @@ MODULE_EXTRAS = {
     "xdist": "test",
     "hypothesis": "test",
     "atheris": "fuzz",
+    "triton": "kernels",
     "transformers": "real-kv",
     "gguf": "real-kv",
     "accelerate": "real-kv",

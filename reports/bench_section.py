@@ -7,6 +7,7 @@ from html import escape
 import pandas as pd
 
 from lmckv.bench.families import REALISTIC, STRESS, family_role
+from lmckv.bench.serde_ops import CODEC_OF
 from lmckv.reports import figures
 from lmckv.reports.comparison import VERDICT_CLASS, compare, counts_text
 from lmckv.reports.html import Section, collapsible, details, figure, note, paragraph, table
@@ -82,6 +83,60 @@ def flagged_rows(throughput: pd.DataFrame) -> pd.DataFrame:
     return rows.reset_index(drop=True)
 
 
+SERDE_KEYS = ["machine", "impl", "scope", "dtype", "case"]
+
+
+def serde_cost(throughput: pd.DataFrame) -> pd.DataFrame:
+    """What the serde costs on top of the codec: each serde row (``bench.serde_ops``) beside
+    the codec operation it wraps (``CODEC_OF``: encode, decode_dequant) of the same
+    implementation, scope, dtype, case and machine, as per-call times and their ratio.
+    V-only rows are set against the codec's K+V operation (the V-only serde's own work is
+    less than that); a serde row without its codec twin keeps an empty ratio."""
+    columns = [*SERDE_KEYS, "op", "gbps", "ratio_to_limit", "codec op", "codec gbps"]
+    columns += ["serde median_s", "codec median_s", "serde / codec time"]
+    serde = throughput[throughput["op"].isin(list(CODEC_OF))]
+    if serde.empty:
+        return pd.DataFrame(columns=columns)
+    codec = throughput[throughput["op"].isin(set(CODEC_OF.values()))][
+        [*SERDE_KEYS, "op", "gbps", "median_s"]
+    ].rename(columns={"op": "codec op", "gbps": "codec gbps", "median_s": "codec median_s"})
+    joined = serde.assign(**{"codec op": serde["op"].map(CODEC_OF)}).merge(
+        codec, on=[*SERDE_KEYS, "codec op"], how="left"
+    )
+    joined["serde median_s"] = joined["median_s"]
+    joined["serde / codec time"] = joined["serde median_s"] / joined["codec median_s"]
+    return joined[columns].sort_values(
+        ["machine", "case", "dtype", "impl", "scope", "op"],
+        key=lambda c: c.map(scope_rank) if c.name == "scope" else c,
+        kind="stable",
+    )
+
+
+def _serde_details(throughput: pd.DataFrame, out: Output) -> str:
+    """The serde-cost table folded, with its reading; empty without serde rows."""
+    cost = serde_cost(throughput)
+    if cost.empty:
+        return ""
+    out.csv(cost, "serde_cost.csv")
+    ratios = cost.loc[~cost["op"].str.endswith("_v_only"), "serde / codec time"].dropna()
+    spread = (
+        f" (the K+V serde takes {ratios.min():.2f}-{ratios.max():.2f}x its codec operation's "
+        "time here)"
+        if not ratios.empty
+        else ""
+    )
+    return paragraph(
+        "The serde path (LMCache's distributed serde, both modes) beside the codec: each "
+        "serializer writes into a preallocated destination as the memcpy limit does, each "
+        "deserializer reads a blob into preallocated K/V outputs; 'serde / codec time' is "
+        "the serde call's median time over the codec operation it wraps (encode, "
+        "decode_dequant) for the same implementation, scope, dtype and case, V-only rows "
+        f"against the codec's K+V operation{spread}."
+    ) + details(
+        f"The serde's cost on top of the codec ({len(cost)} rows)", table(cost), "serde_cost.csv"
+    )
+
+
 def throughput_section(inputs: ReportInputs, out: Output) -> Section:
     """GB/s against call size per op and device, limits drawn in, with the tables behind them."""
     title = "Throughput"
@@ -140,6 +195,7 @@ def throughput_section(inputs: ReportInputs, out: Output) -> Section:
                 "throughput_by_scope.csv",
             )
         )
+        body.append(_serde_details(throughput, out))
         flagged = flagged_rows(throughput)
         if flagged.empty:
             body.append(paragraph("No row is flagged launch-bound or throttled."))

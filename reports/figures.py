@@ -28,7 +28,17 @@ from matplotlib.patches import Patch
 
 from lmckv.reports.load import SCALE_SCOPES, scope_rank
 
-OP_ORDER = ["encode", "parse", "quantize", "decode_fp8", "decode_dequant"]
+OP_ORDER = [
+    "encode",
+    "parse",
+    "quantize",
+    "decode_fp8",
+    "decode_dequant",
+    "serialize",
+    "serialize_v_only",
+    "deserialize",
+    "deserialize_v_only",
+]
 LIMIT_OPS = frozenset({"copy", "crc32", "alloc"})
 # Floors drawn beside an operation's own limit: ``alloc`` (fresh output buffers) for encode.
 FLOORS = {"encode": "alloc"}

@@ -9,6 +9,7 @@ refuses to write a blob the reader would reject; ``to_bytes`` returns that buffe
 
 from __future__ import annotations
 
+import ctypes
 import warnings
 
 import torch
@@ -17,6 +18,7 @@ from lmckv.reference_impl.kv_codec.checksum import payload_crc32
 from lmckv.reference_impl.kv_codec.errors import (
     CodecMismatchError,
     CorruptEncodedKVError,
+    OutputTooSmallError,
     UnsupportedConfigError,
 )
 from lmckv.reference_impl.kv_codec.header import (
@@ -43,8 +45,24 @@ from lmckv.reference_impl.kv_codec.quant_fast import (
 Buffer = bytes | bytearray | memoryview
 
 
+def _destination(out: bytearray | memoryview, n: int) -> memoryview:
+    """The first ``n`` bytes of the caller's writable buffer ``out``, as a flat byte view;
+    refuses (nothing written) a read-only or too small one."""
+    view = memoryview(out)
+    if view.readonly:
+        raise UnsupportedConfigError("encode's out buffer is read-only", rule=None)
+    if not view.contiguous:
+        raise UnsupportedConfigError("encode's out buffer is not contiguous", rule=None)
+    flat = view.cast("B") if view.format != "B" or view.ndim != 1 else view
+    if len(flat) < n:
+        raise OutputTooSmallError(
+            f"encode's out buffer holds {len(flat)} bytes, the blob needs {n}", rule=None
+        )
+    return flat[:n]
+
+
 def _byte_view(
-    buf: bytearray, offset: int, count: int, dtype: torch.dtype = torch.uint8
+    buf: bytearray | memoryview, offset: int, count: int, dtype: torch.dtype = torch.uint8
 ) -> torch.Tensor:
     """A flat ``dtype`` tensor over ``count`` elements of ``buf`` from ``offset`` (empty
     ranges included)."""
@@ -53,11 +71,17 @@ def _byte_view(
     return torch.frombuffer(buf, dtype=dtype, offset=offset, count=count)
 
 
-def _put(buf: bytearray, offset: int, t: torch.Tensor) -> None:
+def _put(buf: bytearray | memoryview, offset: int, t: torch.Tensor) -> None:
     """Write ``t``'s elements into ``buf`` at ``offset``, in C order and in t's own dtype,
-    from wherever ``t`` lives."""
-    if t.numel():
-        _byte_view(buf, offset, t.numel(), t.dtype).view(t.shape).copy_(untracked(t))
+    from wherever ``t`` lives (a contiguous host tensor by one ``memmove``: one pass, and
+    none of the tensor calls a small blob would spend more time on than on its bytes)."""
+    if not t.numel():
+        return
+    if t.device.type == "cpu" and t.is_contiguous():
+        n = t.numel() * t.element_size()
+        ctypes.memmove((ctypes.c_char * n).from_buffer(buf, offset), t.data_ptr(), n)
+        return
+    _byte_view(buf, offset, t.numel(), t.dtype).view(t.shape).copy_(untracked(t))
 
 
 def _as_bytes(t: torch.Tensor) -> torch.Tensor:
@@ -170,6 +194,7 @@ class AsymK16V8Codec:
         page_axis: int | None = None,
         precomputed_v_scales: torch.Tensor | None = None,
         precomputed_v_quant: torch.Tensor | None = None,
+        out: bytearray | memoryview | None = None,
     ) -> EncodedKV:
         """One blob from K and V (same shape). V is quantized per Q-SCALE/Q-ROUND unless
         ``precomputed_v_quant`` (with its scales) is given; ``precomputed_v_scales`` alone
@@ -178,7 +203,13 @@ class AsymK16V8Codec:
 
         ``k=None`` writes a K-less blob (KV-K-ABSENT): V and its scales, k_payload_len 0,
         and ``k_dtype`` (required then) recorded as the dtype of the K kept elsewhere.
-        Its bytes are those of the blob of (K, V) with K's section removed."""
+        Its bytes are those of the blob of (K, V) with K's section removed.
+
+        ``out``: a writable buffer (a ``bytearray``, ``mmap``, the memoryview of a host
+        tensor) the blob is written into from its start, in one pass (K copied, V quantized
+        straight into it), instead of a new ``bytearray``; ``enc.blob`` is then a memoryview
+        of its first ``enc.total_bytes`` bytes. A buffer too small for the blob is refused
+        before anything is written."""
         if k is None:
             if k_dtype is None:
                 raise UnsupportedConfigError(
@@ -227,7 +258,8 @@ class AsymK16V8Codec:
         check_writable(enc)
         fields = pack_header_fields(enc)
         head_len = len(fields) + 4  # then payload_crc32
-        buf = bytearray(head_len + enc.expected_payload_len())
+        size = head_len + enc.expected_payload_len()
+        buf: bytearray | memoryview = bytearray(size) if out is None else _destination(out, size)
         buf[: len(fields)] = fields
         k_off, v_off = head_len, head_len + enc.k_payload_len
         s_off = v_off + enc.v_payload_len
@@ -268,18 +300,19 @@ class AsymK16V8Codec:
         enc.header_bytes = bytes(buf[:head_len])
         return enc
 
-    def to_bytes(self, enc: EncodedKV) -> bytearray:
+    def to_bytes(self, enc: EncodedKV) -> bytearray | memoryview:
         """Header then payload. Returns encode's own buffer when ``enc`` came from encode
-        and is unchanged (no copy), else a new ``bytearray``."""
+        and is unchanged (no copy: the view of the caller's buffer after ``encode(out=)``),
+        else a new ``bytearray``."""
         if enc.header_bytes is None:
             enc.header_bytes = serialize_header(enc)
         blob = enc.blob
         if (
             blob is not None
             and isinstance(enc.payload, memoryview)
-            and enc.payload.obj is blob
+            and enc.payload.obj is (blob.obj if isinstance(blob, memoryview) else blob)
             and len(blob) == len(enc.header_bytes) + len(enc.payload)
-            and blob[: len(enc.header_bytes)] == enc.header_bytes
+            and bytes(blob[: len(enc.header_bytes)]) == enc.header_bytes
         ):
             return blob
         out = bytearray(len(enc.header_bytes) + len(enc.payload))
@@ -320,6 +353,7 @@ class AsymK16V8Codec:
         head_axis: int = -2,
         page_axis: int | None = None,
         v_scales: torch.Tensor | None = None,
+        out_v: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(K, V, scales) in their logical shape (see ``layout.logical_shape``); for a
         K-less blob (KV-K-ABSENT) K is an empty 1-D tensor of ``k_dtype``.
@@ -330,7 +364,9 @@ class AsymK16V8Codec:
         immutable ``bytes``.
         ``shape`` (with ``head_axis``/``page_axis``) overrides the shape rule; ``layout``
         overrides the ``kv_layout`` hash; ``v_scales`` supplies EXTERNAL scales that
-        were not stored.
+        were not stored. ``out_v``: a tensor of V's element count and ``out_v_dtype`` (on the
+        decode's device) that the dequantized V is written into, in one pass, instead of a new
+        tensor; the V returned is ``out_v`` viewed in V's logical shape.
         """
         try:
             check_consistency(enc)
@@ -362,8 +398,20 @@ class AsymK16V8Codec:
         if out_k_dtype is not None and out_k_dtype != k.dtype:
             k = k.to(out_k_dtype)
         if out_v_dtype is None or out_v_dtype == enc.v_dtype:
+            if out_v is not None:
+                raise UnsupportedConfigError(
+                    "out_v receives dequantized V: pass out_v_dtype= too", rule=None
+                )
             return k, v, scales
-        return k, self._dequantize(enc, v, scales, ls, out_v_dtype, v_scales), scales
+        if out_v is not None and (
+            out_v.dtype != out_v_dtype or out_v.numel() != v.numel() or out_v.device != v.device
+        ):
+            raise UnsupportedConfigError(
+                f"out_v is {out_v.dtype} x {out_v.numel()} on {out_v.device}, V needs "
+                f"{out_v_dtype} x {v.numel()} on {v.device}",
+                rule=None,
+            )
+        return k, self._dequantize(enc, v, scales, ls, out_v_dtype, v_scales, out_v), scales
 
     def _dequantize(
         self,
@@ -373,6 +421,7 @@ class AsymK16V8Codec:
         ls: LogicalShape | None,
         out_dtype: torch.dtype,
         v_scales: torch.Tensor | None,
+        out_v: torch.Tensor | None = None,
     ) -> torch.Tensor:
         scope = enc.scale_scope
         if v.numel() == 0:  # nothing to scale: no axes or scales are needed
@@ -392,5 +441,11 @@ class AsymK16V8Codec:
         head_axis = ls.head_axis if ls is not None else -2
         page_axis = ls.page_axis if ls is not None else None
         return dequantize_v_fp8(
-            v, scales, scope, out_dtype=out_dtype, head_axis=head_axis, page_axis=page_axis
+            v,
+            scales,
+            scope,
+            out_dtype=out_dtype,
+            head_axis=head_axis,
+            page_axis=page_axis,
+            out=out_v,
         )

@@ -28,3 +28,8 @@ class CorruptEncodedKVError(CodecError):
 class UnsupportedConfigError(CodecError):
     """The caller asked for something the v1 codec cannot write or return
     (an unknown scope, e5m2 storage, a dtype outside the table, a shape that does not fit)."""
+
+
+class OutputTooSmallError(UnsupportedConfigError):
+    """``encode(out=)``: the caller's buffer holds fewer bytes than the blob; nothing was
+    written."""

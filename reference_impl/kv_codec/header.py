@@ -96,7 +96,7 @@ class EncodedKV(HeaderRecord):
     payload: bytes | bytearray | memoryview = b""
     header_bytes: bytes | None = None
     # The whole blob (header then payload) when encode wrote it into one buffer.
-    blob: bytearray | None = field(default=None, repr=False, compare=False)
+    blob: bytearray | memoryview | None = field(default=None, repr=False, compare=False)
 
     @property
     def total_bytes(self) -> int:

@@ -36,6 +36,8 @@ from lmckv.reference_impl.kv_codec.quant_numba import (
     dequantize_into,
     group_absmax,
     quantize_into,
+    small_quantize_into,
+    small_scales,
 )
 from lmckv.reference_impl.kv_codec.quant_rules import (
     FP8_DTYPES,
@@ -100,6 +102,13 @@ def compute_v_scales(
     keep = tuple(a for a in (page, head) if a is not None)
     # One group of a small V: torch's single aminmax costs less than the kernel's call.
     kernel = applies(v, V_KINDS) and (head is not None or v.numel() >= PARALLEL_MIN)
+    if kernel and 0 < v.numel() < PARALLEL_MIN:  # a small blob: one kernel call, in numpy
+        small = small_scales(untracked(v), tuple(sorted(keep)), qmax, ZERO_SCALE_SENTINEL)
+        return (
+            small.t().contiguous()
+            if page is not None and head is not None and page > head
+            else small
+        )
     if head is None and not kernel and v.device.type == "cpu" and v.dtype in _SCALAR_SCALE_DTYPES:
         return _float32_tensor([_tensor_scale(untracked(v), qmax)]).view(())
     if kernel:
@@ -273,7 +282,9 @@ def quantize_v_fp8(
             f"out is {out.dtype}{tuple(out.shape)}, need {fp8_dtype}{tuple(v.shape)}", rule=None
         )
     e4m3 = fp8_dtype == torch.float8_e4m3fn and out.is_contiguous()
-    if e4m3 and applies(v, V_KINDS):
+    if e4m3 and applies(v, V_KINDS) and 0 < v.numel() < PARALLEL_MIN:  # one kernel call
+        small_quantize_into(untracked(v), s.contiguous().numpy(), out)
+    elif e4m3 and applies(v, V_KINDS):
         quantize_into(untracked(v), s, out)
     elif not (e4m3 and _triton_quantize(untracked(v), s, out)):
         _blockwise(untracked(v), s.to(v.device), out, torch.div, qmax)
@@ -302,12 +313,23 @@ def dequantize_v_fp8(
     out_dtype: torch.dtype = torch.float16,
     head_axis: int = -2,
     page_axis: int | None = None,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """quant_rules.dequantize (Q-DEQUANT), in blocks."""
+    """quant_rules.dequantize (Q-DEQUANT), in blocks; into ``out`` (contiguous, of q's
+    element count and ``out_dtype``) when given, else a new tensor. Returns it in q's shape."""
     if not out_dtype.is_floating_point or out_dtype in FP8_DTYPES:
         raise UnsupportedConfigError(f"cannot dequantize into {out_dtype}", rule="Q-DEQUANT")
     s = group_scales(scales, q.shape, scope, head_axis, page_axis)
-    out = torch.empty(q.shape, dtype=out_dtype, device=q.device)
+    if out is None:
+        out = torch.empty(q.shape, dtype=out_dtype, device=q.device)
+    elif not out.is_contiguous() or out.dtype != out_dtype or out.numel() != q.numel():
+        raise UnsupportedConfigError(
+            f"out is {out.dtype} x {out.numel()} (contiguous: {out.is_contiguous()}), "
+            f"dequantizing needs contiguous {out_dtype} x {q.numel()}",
+            rule=None,
+        )
+    else:
+        out = out.view(q.shape)
     if applies(q, _E4M3) and out_dtype in OUT_KINDS:
         dequantize_into(untracked(q), s, out)
     else:

@@ -36,6 +36,7 @@ thread, where a parallel launch would cost more than it saves.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Callable, Mapping
@@ -72,6 +73,7 @@ _RAW = {1: torch.uint8, 2: torch.int16, 4: torch.int32}  # raw bits by element s
 ENABLED = AVAILABLE and os.environ.get("LMCKV_NUMBA", "1") != "0"
 
 
+@functools.lru_cache(maxsize=256)
 def group_runs(
     shape: tuple[int, ...], group_shape: tuple[int, ...]
 ) -> tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
@@ -80,7 +82,8 @@ def group_runs(
     table being C-contiguous of ``group_shape``.
 
     A run is the elements after the last grouped axis; run ``r``'s group is
-    ``sum((r // divs[i]) % sizes[i] * strides[i])``.
+    ``sum((r // divs[i]) % sizes[i] * strides[i])``. Cached per shapes (a small blob's call
+    would otherwise spend more here than in the kernel): callers never write the arrays.
     """
     axes = [a for a, n in enumerate(group_shape) if n != 1 and shape[a] != 1]
     table_strides = [math.prod(group_shape[a + 1 :]) for a in range(len(group_shape))]
@@ -118,7 +121,7 @@ def applies(t: torch.Tensor, dtypes: Mapping[torch.dtype, int]) -> bool:
 def _flat_bits(t: torch.Tensor) -> npt.NDArray[Any]:
     """The raw bits of a contiguous tensor as a flat signed-integer (bytes: unsigned)
     numpy array."""
-    return t.reshape(-1).view(_RAW[t.element_size()]).numpy()
+    return t.view(_RAW[t.element_size()]).numpy().reshape(-1)  # numpy's reshape: cheaper
 
 
 def group_absmax(v: torch.Tensor, keep: tuple[int, ...]) -> torch.Tensor:
@@ -132,7 +135,40 @@ def group_absmax(v: torch.Tensor, keep: tuple[int, ...]) -> torch.Tensor:
         kernel = _absmax_serial if nchunks == 1 else _absmax_parallel
         kernel(_flat_bits(v), run, divs, sizes, strides, partial)
     best = partial.max(axis=0).astype(np.int32 if v.element_size() == 4 else np.int16)
-    return torch.from_numpy(best).view(v.dtype).reshape([v.shape[a] for a in sorted(keep)])
+    return torch.from_numpy(best.reshape([v.shape[a] for a in sorted(keep)])).view(v.dtype)
+
+
+def small_scales(
+    v: torch.Tensor, keep: tuple[int, ...], qmax: float, sentinel: float
+) -> torch.Tensor:
+    """Q-SCALE of a non-empty V under PARALLEL_MIN elements (as ``applies`` takes it) grouped by the
+    axes ``keep`` (sorted), in numpy from one kernel call: the float32 scales with the kept
+    axes in V's order. amax is exact in float32 (the widened bit pattern of the largest
+    magnitude, NaN when a group holds one); scale = amax / qmax, one float32 division (what
+    ``quant_rules.true_divide`` computes), or ``sentinel`` where ``amax > 0`` is false. A
+    small blob's call spends less here than through ``group_absmax`` and torch."""
+    group_shape = tuple(n if a in keep else 1 for a, n in enumerate(v.shape))
+    run, divs, sizes, strides = group_runs(tuple(v.shape), group_shape)
+    partial = np.zeros((1, math.prod(group_shape)), dtype=np.int64)
+    _absmax_serial(_flat_bits(v), run, divs, sizes, strides, partial)
+    bits = partial[0]
+    if v.dtype == torch.float16:
+        amax = bits.astype(np.uint16).view(np.float16).astype(np.float32)
+    elif v.dtype == torch.bfloat16:
+        amax = (bits.astype(np.uint32) << 16).view(np.float32)
+    else:
+        amax = bits.astype(np.uint32).view(np.float32)
+    scales = amax / np.float32(qmax)  # float32 / float32: one correctly rounded division
+    scales[~(amax > 0)] = sentinel  # amax 0 or NaN
+    return torch.from_numpy(scales.reshape([v.shape[a] for a in keep]))
+
+
+def small_quantize_into(v: torch.Tensor, table: npt.NDArray[np.float32], out: torch.Tensor) -> None:
+    """``quantize_into`` for a V under PARALLEL_MIN elements whose float32 scales ``table``
+    (numpy, V's rank, 1 on axes not grouped) are already laid out: one kernel call."""
+    run, divs, sizes, strides = group_runs(tuple(v.shape), table.shape)
+    kernel_args = (run, divs, sizes, strides, _flat_bits(out), 1, V_KINDS[v.dtype])
+    _map_serial(_flat_bits(v), table.reshape(-1), *kernel_args)
 
 
 def quantize_into(v: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> None:
@@ -159,7 +195,7 @@ def _run_elementwise(src: torch.Tensor, scales: torch.Tensor, out: torch.Tensor,
     kernel = _map_serial if nchunks == 1 else _map_parallel
     kernel(
         _flat_bits(src),
-        table.reshape(-1).numpy(),
+        table.numpy().reshape(-1),
         run,
         divs,
         sizes,

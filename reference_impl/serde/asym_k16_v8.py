@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import torch
 
 from lmckv.reference_impl.kv_codec import AsymK16V8Codec, EncodedKV, ScaleScope
+from lmckv.reference_impl.kv_codec.errors import OutputTooSmallError
 from lmckv.reference_impl.kv_codec.header import FIXED_HEADER_LEN, HASH_FIELDS
 from lmckv.reference_impl.serde.errors import (
     DestinationTooSmallError,
@@ -69,9 +70,8 @@ def _tensor(obj: MemoryObjLike, what: str) -> torch.Tensor:
     return t
 
 
-def _write(blob: bytearray, dst: MemoryObjLike) -> int:
-    """SERDE-DST-SMALL: the blob into ``dst``'s bytes, or a refusal with nothing written."""
-    out = _tensor(dst, "dst").view(-1).view(torch.uint8)
+def _write(blob: bytearray | memoryview, out: torch.Tensor) -> int:
+    """SERDE-DST-SMALL: the blob into ``out``'s bytes, or a refusal with nothing written."""
     n = len(blob)
     if out.numel() < n:
         raise DestinationTooSmallError(
@@ -79,6 +79,20 @@ def _write(blob: bytearray, dst: MemoryObjLike) -> int:
         )
     out[:n].copy_(torch.frombuffer(blob, dtype=torch.uint8))
     return n
+
+
+def _encode_into(codec: AsymK16V8Codec, dst: MemoryObjLike, *args: Any, **kwargs: Any) -> int:
+    """SERDE-BYTES: ``codec.encode(*args, **kwargs)`` written into ``dst``'s bytes; the bytes
+    written. A host destination receives the blob in one pass (``encode(out=)``: K copied and
+    V quantized straight into it); others get a copy of the encoded blob. SERDE-DST-SMALL:
+    a destination smaller than the blob is refused with nothing written."""
+    out = _tensor(dst, "dst").view(-1).view(torch.uint8)
+    if out.device.type != "cpu":
+        return _write(codec.to_bytes(codec.encode(*args, **kwargs)), out)
+    try:
+        return codec.encode(*args, out=out.numpy().data, **kwargs).total_bytes
+    except OutputTooSmallError as e:
+        raise DestinationTooSmallError(str(e), rule="SERDE-DST-SMALL") from None
 
 
 def _scale_count(scope: ScaleScope, shapes: Sequence[Sequence[int]]) -> tuple[int, int]:
@@ -141,8 +155,7 @@ class AsymK16V8MultiSerializer(_Serializer):
         k_obj, v_obj = _group(src, "src")
         if k_obj is None or v_obj is None:
             raise SerdeSlotError("both K and V are required in this mode", rule="SERDE-SLOTS")
-        enc = self._codec.encode(_tensor(k_obj, "K"), _tensor(v_obj, "V"))
-        return _write(self._codec.to_bytes(enc), dst)
+        return _encode_into(self._codec, dst, _tensor(k_obj, "K"), _tensor(v_obj, "V"))
 
     def estimate_serialized_size(self, layout_descs: Sequence[LayoutLike | None]) -> int:
         """The bytes serialize writes for this layout (SERDE-ESTIMATE)."""
@@ -177,8 +190,7 @@ class AsymK16V8VOnlyMultiSerializer(_Serializer):
             raise SerdeSlotError("the K slot must be None in V-only mode", rule="SERDE-SLOTS")
         if v_obj is None:
             raise SerdeSlotError("V is required", rule="SERDE-SLOTS")
-        enc = self._codec.encode(None, _tensor(v_obj, "V"), k_dtype=self._k_dtype_tag)
-        return _write(self._codec.to_bytes(enc), dst)
+        return _encode_into(self._codec, dst, None, _tensor(v_obj, "V"), k_dtype=self._k_dtype_tag)
 
     def estimate_serialized_size(self, layout_descs: Sequence[LayoutLike | None]) -> int:
         """The bytes serialize writes for this layout (SERDE-ESTIMATE)."""
@@ -197,7 +209,10 @@ class _Deserializer(_Serde):
     def _parse(self, src: MemoryObjLike) -> EncodedKV:
         """SERDE-FRAMED: the blob at the start of ``src``; the capacity after it is unused."""
         data = _tensor(src, "src").contiguous().view(-1).view(torch.uint8)
-        return self._codec.from_bytes(bytearray(data.numpy().tobytes()), allow_trailing=True)
+        # A host source is read where it lies (its payload viewed, not copied); others are
+        # copied to the host first.
+        blob = data.numpy().data if data.device.type == "cpu" else bytearray(data.cpu().numpy())
+        return self._codec.from_bytes(blob, allow_trailing=True)
 
     def _fill(self, enc: EncodedKV, k_out: torch.Tensor | None, v_out: torch.Tensor | None) -> None:
         """Decode into the requested outputs; check both before writing either."""
@@ -209,16 +224,24 @@ class _Deserializer(_Serde):
                     rule="SERDE-SLOTS",
                 )
         shape = tuple(v_out.shape) if v_out is not None else None
+        # V dequantized straight into a contiguous host destination (one pass), else copied.
+        direct = (
+            v_out is not None
+            and v_out.is_contiguous()
+            and v_out.device.type == "cpu"
+            and v_out.dtype != enc.v_dtype
+        )
         k, v, _ = self._codec.decode(
             enc,
             out_k_dtype=k_out.dtype if k_out is not None else None,
             out_v_dtype=v_out.dtype if v_out is not None else None,
             shape=shape if shape is not None and len(shape) >= -HEAD_AXIS else None,
             head_axis=HEAD_AXIS,
+            out_v=v_out.view(-1) if direct and v_out is not None else None,
         )
         if k_out is not None:
             k_out.copy_(k.reshape(k_out.shape))
-        if v_out is not None:
+        if v_out is not None and not direct:
             v_out.copy_(v.reshape(v_out.shape))
 
 
