@@ -173,13 +173,13 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none")
 def machine_deps(session: nox.Session) -> None:
-    """CI's first step: torch (the CPU pin), the dependencies of lmckv and of its test, lint,
-    bench, fuzz and dist extras, and upstream's runtime modules, installed once into the
+    """CI's first step: torch and triton (the CPU pins), the dependencies of lmckv and of its
+    test, lint, bench, fuzz, kernels and dist extras, and upstream's runtime modules, once into the
     Python running nox. Sessions of later nox runs see them instead of installing each its
     own copy (lmckv itself and lmcache stay per session)."""
-    wanted = _extra_requirements("base", "test", "lint", "bench", "fuzz", "dist")
+    wanted = _extra_requirements("base", "test", "lint", "bench", "fuzz", "kernels", "dist")
     pip = [sys.executable, "-m", "pip", "install", "-q"]
-    session.run(*pip, TORCH_PIN, *wanted, *UPSTREAM_RUNTIME_DEPS, external=True)
+    session.run(*pip, TORCH_PIN, TRITON_PIN, *wanted, *UPSTREAM_RUNTIME_DEPS, external=True)
 
 
 @nox.session(**VENV)
