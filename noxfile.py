@@ -1,12 +1,14 @@
 """Sessions: lint, tests, dist, golden, conformance, upstream_versions, bench, report, fuzz,
 machine_deps.
 
-torch: on a machine whose Python already has a CUDA build of torch or the CPU pin
-torch==2.13.0, sessions see it (--system-site-packages) and keep it, with whatever else that
-Python holds; elsewhere each session installs the CPU pin into its own venv. CI runs
-``nox -s machine_deps`` first: it installs torch and the other dependencies once into the
-Python running nox, so that ``nox -s lint tests dist`` (a second run: the choice is made when
-the noxfile loads) installs little more than lmckv itself.
+torch: on a machine whose Python already has a CUDA build of torch, sessions see it
+(--system-site-packages) and keep it. Elsewhere, when ``nox -s machine_deps`` has filled the
+shared environment (``.lmckv/shared-venv``: the CPU pins of torch and triton and every
+dependency, installed once; CI runs it first), each session's venv sees that environment's
+packages through a ``.pth`` file and installs little more than lmckv itself; otherwise each
+session installs the CPU pin torch==2.13.0 into its own venv. Tools run as ``python -m``, so
+that they are found wherever they are installed. Nothing is installed into the Python
+running nox.
 """
 
 from __future__ import annotations
@@ -63,22 +65,33 @@ TYPECHECK_DIR = Path(".lmckv/typecheck")
 SUITE = ["--pyargs", "lmckv.conformance"]
 
 
-def _torch_python() -> str | None:
-    """The interpreter that already has a CUDA torch or the CPU pin, if any (this one, then
-    python3)."""
-    pin = TORCH_PIN.split("==")[1]
-    probe = (
-        "import torch,sys; "
-        f"sys.exit(0 if torch.version.cuda or torch.__version__.split('+')[0] == {pin!r} else 1)"
-    )
+def _cuda_python() -> str | None:
+    """The interpreter that already has a CUDA torch, if any (this one, then python3)."""
+    probe = "import torch,sys; sys.exit(0 if torch.version.cuda else 1)"
     for exe in (sys.executable, shutil.which("python3")):
         if exe and subprocess.run([exe, "-c", probe], capture_output=True).returncode == 0:
             return exe
     return None
 
 
-TORCH_PYTHON = _torch_python()
-VENV = {"python": TORCH_PYTHON, "venv_params": ["--system-site-packages"]} if TORCH_PYTHON else {}
+CUDA_PYTHON = _cuda_python()
+VENV = {"python": CUDA_PYTHON, "venv_params": ["--system-site-packages"]} if CUDA_PYTHON else {}
+#: The environment ``machine_deps`` fills once; a session sees its site-packages (``.pth``).
+SHARED_ENV = Path(".lmckv/shared-venv")
+#: What ``machine_deps`` installed last, written when it succeeded.
+SHARED_MARKER = SHARED_ENV / "lmckv-shared.txt"
+
+
+def _shared_site() -> Path | None:
+    """The shared environment's site-packages when ``machine_deps`` filled it with the pins
+    of this noxfile (and no CUDA Python is in use)."""
+    if CUDA_PYTHON or not SHARED_MARKER.is_file():
+        return None
+    if SHARED_MARKER.read_text().split() != [TORCH_PIN, TRITON_PIN]:
+        return None
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    site = (SHARED_ENV / "lib" / version / "site-packages").resolve()
+    return site if site.is_dir() else None
 
 
 def _extra_requirements(*extras: str) -> list[str]:
@@ -93,8 +106,9 @@ def _extra_requirements(*extras: str) -> list[str]:
 
 
 def install(session: nox.Session, *extras: str, upstream: bool = False) -> None:
-    """torch (unless the base Python has it), then lmckv with extras, then upstream."""
-    if not TORCH_PYTHON:
+    """torch (unless a CUDA build or the shared environment provides it), then lmckv with
+    extras, then upstream."""
+    if not see_shared(session) and not CUDA_PYTHON:
         session.install(TORCH_PIN)
         if "kernels" in extras:
             session.install(TRITON_PIN)
@@ -104,15 +118,29 @@ def install(session: nox.Session, *extras: str, upstream: bool = False) -> None:
         session.install(*UPSTREAM_RUNTIME_DEPS)
 
 
+def see_shared(session: nox.Session) -> bool:
+    """Let the session's venv see the shared environment's packages (a ``.pth`` file in its
+    site-packages, after its own), when ``machine_deps`` has filled it; whether it did."""
+    shared = _shared_site()
+    location = getattr(session.virtualenv, "location", None)
+    if shared is None or location is None:
+        return False
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    own = Path(location) / "lib" / version / "site-packages"
+    (own / "lmckv-shared.pth").write_text(f"{shared}\n")
+    session.log(f"packages of {shared} are visible to this session")
+    return True
+
+
 @nox.session(**VENV)
 def lint(session: nox.Session) -> None:
     """ruff (lint + format check) and mypy --strict on every package (with the test and
     bench dependencies installed, so that mypy sees their types)."""
     install(session, "lint", "test", "bench")
-    session.run("ruff", "check", ".")
-    session.run("ruff", "format", "--check", ".")
+    session.run("python", "-m", "ruff", "check", ".")
+    session.run("python", "-m", "ruff", "format", "--check", ".")
     _link_installed_tree(TYPECHECK_DIR)
-    session.run("mypy")  # its paths read .lmckv/typecheck/lmckv/<folder>/...
+    session.run("python", "-m", "mypy")  # its paths read .lmckv/typecheck/lmckv/<folder>/...
 
 
 def _link_installed_tree(root: Path) -> None:
@@ -139,7 +167,7 @@ def tests(session: nox.Session) -> None:
     install(session, "test", "bench", "fuzz", "kernels", upstream=True)
     # The slow tests (the installed wheel) run in the `dist` session, on the wheel it builds.
     session.run(
-        "pytest", "-n", "2", "--dist", "worksteal", "tests", "-m", "not slow",
+        "python", "-m", "pytest", "-n", "2", "--dist", "worksteal", "tests", "-m", "not slow",
         "--junitxml=.lmckv/junit-tests.xml",
         *session.posargs, env={"LMCKV_REQUIRE_UPSTREAM": "1", "LMCKV_REQUIRE_TRITON": "1"},
     )  # fmt: skip
@@ -149,11 +177,11 @@ def tests(session: nox.Session) -> None:
     schema_log.unlink(missing_ok=True)
     checked = {"LMCKV_TESTEE_SCHEMA_LOG": str(schema_log)}
     session.run(
-        "pytest", "-n", "2", *SUITE, "--impl", "reference", "--impl", "upstream",
+        "python", "-m", "pytest", "-n", "2", *SUITE, "--impl", "reference", "--impl", "upstream",
         "--junitxml=.lmckv/junit-conformance.xml", env=checked,
     )  # fmt: skip
     session.run(
-        "pytest", "-n", "2", *SUITE, "--impl", "c-asan",
+        "python", "-m", "pytest", "-n", "2", *SUITE, "--impl", "c-asan",
         "--junitxml=.lmckv/junit-conformance-c-asan.xml", env=checked,
     )  # fmt: skip
     session.run(
@@ -161,7 +189,7 @@ def tests(session: nox.Session) -> None:
         "--impl", "reference", "--impl", "upstream", "--impl", "c", "--min", "500",
     )  # fmt: skip
     session.run(
-        "pytest", "-n", "2", *SUITE, "--impl", "reference-server",
+        "python", "-m", "pytest", "-n", "2", *SUITE, "--impl", "reference-server",
         "--impl", "upstream-server", "--impl", "reference-client",
         "--junitxml=.lmckv/junit-conformance-sockets.xml",
     )  # fmt: skip
@@ -173,13 +201,18 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none")
 def machine_deps(session: nox.Session) -> None:
-    """CI's first step: torch and triton (the CPU pins), the dependencies of lmckv and of its
-    test, lint, bench, fuzz, kernels and dist extras, and upstream's runtime modules, once into the
-    Python running nox. Sessions of later nox runs see them instead of installing each its
-    own copy (lmckv itself and lmcache stay per session)."""
+    """CI's first step: the shared environment (``.lmckv/shared-venv``) with the CPU pins of
+    torch and triton, the dependencies of lmckv and of its test, lint, bench, fuzz, kernels
+    and dist extras, and upstream's runtime modules, installed once. Sessions of later nox
+    runs see them instead of installing each its own copy (lmckv itself and lmcache stay
+    per session)."""
+    SHARED_MARKER.unlink(missing_ok=True)
+    if not (SHARED_ENV / "bin" / "python").exists():
+        session.run(sys.executable, "-m", "venv", str(SHARED_ENV), external=True)
     wanted = _extra_requirements("base", "test", "lint", "bench", "fuzz", "kernels", "dist")
-    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    pip = [str(SHARED_ENV / "bin" / "python"), "-m", "pip", "install", "-q"]
     session.run(*pip, TORCH_PIN, TRITON_PIN, *wanted, *UPSTREAM_RUNTIME_DEPS, external=True)
+    SHARED_MARKER.write_text(f"{TORCH_PIN}\n{TRITON_PIN}\n")
 
 
 @nox.session(**VENV)
@@ -187,14 +220,16 @@ def dist(session: nox.Session) -> None:
     """Build the sdist and wheel into .lmckv/dist/, `twine check` them, then test the
     installed wheel in a fresh venv from an empty folder (tests/test_installed_wheel.py).
     This session's own venv needs no torch and no lmckv: only the build tools and pytest."""
-    session.install(*_extra_requirements("test", "dist"))
+    if not see_shared(session):
+        session.install(*_extra_requirements("test", "dist"))
     shutil.rmtree(DIST_DIR, ignore_errors=True)
     session.run("python", "-m", "build", "--outdir", str(DIST_DIR), ".")
     built = sorted(DIST_DIR.iterdir())
-    session.run("twine", "check", "--strict", *map(str, built))
+    session.run("python", "-m", "twine", "check", "--strict", *map(str, built))
     (wheel,) = DIST_DIR.glob("lmckv-*.whl")
     session.run(
-        "pytest", "-q", "-m", "slow", "tests/test_installed_wheel.py", "-p", "no:cacheprovider",
+        "python", "-m", "pytest", "-q", "-m", "slow", "tests/test_installed_wheel.py",
+        "-p", "no:cacheprovider",
         "--junitxml=.lmckv/junit-dist.xml", env={"LMCKV_WHEEL": str(wheel.resolve())},
     )  # fmt: skip
 
@@ -280,7 +315,7 @@ def conformance(session: nox.Session) -> None:
     install(session, "test", upstream=True)
     impls = session.posargs or ["--impl", "reference", "--impl", "upstream"]
     session.run(
-        "pytest", "-n", "2", *SUITE, *impls,
+        "python", "-m", "pytest", "-n", "2", *SUITE, *impls,
         "--junitxml=.lmckv/conformance/junit.xml",
         "--results-json=.lmckv/conformance/results.json",
     )  # fmt: skip
@@ -309,8 +344,9 @@ def report(session: nox.Session) -> None:
     # An unexpected conformance failure (exit 1) belongs in the report; the session still
     # fails afterwards so that nobody mistakes the run for a clean one.
     session.run(
-        "pytest", "-n", "2", "-q", *SUITE, "--impl", "reference", "--impl", "upstream",
-        f"--results-json={results}", f"--junitxml={runs / f'conformance-{stamp}.xml'}",
+        "python", "-m", "pytest", "-n", "2", "-q", *SUITE,
+        "--impl", "reference", "--impl", "upstream", f"--results-json={results}",
+        f"--junitxml={runs / f'conformance-{stamp}.xml'}",
         success_codes=[0, 1],
     )  # fmt: skip
     before = set(runs.glob("bench-*.jsonl"))
