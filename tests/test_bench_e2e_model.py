@@ -123,4 +123,10 @@ def test_a_model_it_cannot_run_is_one_line_and_exit_2(
         ["--model", str(tiny), "--context", "480", "--out", str(tmp_path / "o")], capsys
     )
     assert code == 2 and "exceed the model's 512 positions" in err
+    short = tmp_path / "short.txt"
+    short.write_text("Too little text for four windows.", encoding="utf-8")
+    code, _, err = _run(
+        ["--model", str(tiny), "--text", str(short), "--out", str(tmp_path / "o")], capsys
+    )
+    assert code == 2 and "the text gives 33 tokens" in err
     assert not list((tmp_path / "o").glob("*.jsonl"))  # nothing written for a refused model
