@@ -78,9 +78,8 @@ def _speed(throughput: pd.DataFrame, serde: str, scope: str) -> str:
     if "serde" in throughput.columns:
         rows = throughput[throughput["op"].isin(SERDE_OPS) & (throughput["serde"] == serde)]
         if not rows.empty:
-            return "; ".join(
-                f"{op} {g:.2f} GB/s" for op, g in rows.groupby("op")["gbps"].median().items()
-            )
+            speeds = rows.groupby(["op", "device"], as_index=False)["gbps"].median()
+            return "; ".join(f"{r.op} {r.gbps:.2f} GB/s on {r.device}" for r in speeds.itertuples())
     if serde in (K16V8, K16V8_V_ONLY):
         rows = throughput[
             (throughput["op"] == "encode")
@@ -88,7 +87,9 @@ def _speed(throughput: pd.DataFrame, serde: str, scope: str) -> str:
             & (throughput["scope"].astype(str) == scope)
         ]
         if not rows.empty:
-            return f"codec encode {rows['gbps'].median():.2f} GB/s (no serde rows)"
+            speeds = rows.groupby("device")["gbps"].median()
+            each = ", ".join(f"{g:.2f} GB/s on {d}" for d, g in speeds.items())
+            return f"codec encode {each} (median over cases; no serde rows)"
     return "not measured"
 
 

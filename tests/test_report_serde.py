@@ -77,3 +77,21 @@ def test_error_vs_context_is_one_column_per_context() -> None:
     fp8 = table[table["serde"] == "fp8"].iloc[0]
     assert fp8["KL at 2048"] == pytest.approx(3 * fp8["KL at 256"])
     assert context_table(_rows(0.008)).empty  # one context: no table
+
+
+def test_speed_comes_from_serde_rows_else_the_codec_encode(only_fp8: None) -> None:
+    throughput = pd.DataFrame(
+        [
+            ("serialize", "reference", "cpu", "NONE", "fp8", 2.0),
+            ("serialize", "reference", "cpu", "NONE", "fp8", 4.0),
+            ("encode", "reference", "cpu", "PER_TENSOR", None, 1.5),
+            ("encode", "reference", "cuda", "PER_TENSOR", None, 300.0),
+        ],
+        columns=["op", "impl", "device", "scope", "serde", "gbps"],
+    )
+    table = serde_choice.serde_table(_rows(0.008), throughput).set_index(["serde", "scope"])
+    assert table.loc[("fp8", "NO_SCALE"), "speed"] == "serialize 3.00 GB/s on cpu"
+    assert table.loc[("asym_k16_v8", "PER_TENSOR"), "speed"].startswith(
+        "codec encode 1.50 GB/s on cpu, 300.00 GB/s on cuda"
+    )
+    assert table.loc[("asym_k16_v8_v_only", "PER_PAGE_HEAD"), "speed"] == "not measured"
