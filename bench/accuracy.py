@@ -86,14 +86,11 @@ def _broadcast(scales: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return s.view(shape[0], 1, shape[2], 1)
 
 
-def codec_e4m3(
-    impl: CodecImpl, sample: KVSample, scope: str
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
-    """(stored e4m3 values, scales, reconstructed V, blob bytes) through the codec."""
+def codec_for(impl: CodecImpl, sample: KVSample, scope: str) -> tuple[Any, dict[str, Any]]:
+    """The codec of ``scope`` and the ``encode`` keywords that describe ``sample``'s paged
+    V (geometry, and the static scale of a calibrated scope)."""
     codec_scope = "EXTERNAL" if scope.startswith("EXTERNAL") else scope
-    codec = impl.codec(codec_scope)
-    v, k = sample.v, sample.k
-    pages, page_size, heads, dim = v.shape
+    pages, page_size, heads, dim = sample.v.shape
     kwargs: dict[str, Any] = {
         "page_size": page_size,
         "kv_head_count": heads,
@@ -105,6 +102,15 @@ def codec_e4m3(
     static = _static_scale(sample, scope, E4M3)
     if static is not None:
         kwargs["precomputed_v_scales"] = torch.tensor(static, dtype=torch.float32)
+    return impl.codec(codec_scope), kwargs
+
+
+def codec_e4m3(
+    impl: CodecImpl, sample: KVSample, scope: str
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """(stored e4m3 values, scales, reconstructed V, blob bytes) through the codec."""
+    codec, kwargs = codec_for(impl, sample, scope)
+    v, k = sample.v, sample.k
     blob = bytearray(codec.to_bytes(codec.encode(k, v, **kwargs)))
     parsed = codec.from_bytes(blob)
     _, v_q, scales = codec.decode(parsed)

@@ -15,6 +15,9 @@
   ``compare`` (separate runs) and ``ab`` (interleaved) call identical code a regression and
   catch an injected slowdown on this machine (``bench.gate_check``).
 - ``gpu-check --out DIR``: the short GPU check (``bench.gpu_check``).
+- ``e2e --model PATH [--text FILE] [--context N] [--full] --out DIR``: the end-to-end
+  measurement on an operator's own model (``bench.e2e_run``); a model it cannot run is one
+  line on stderr and exit 2.
 - ``load [--impl SERVER]... [--clients N] [--ops M] [--time-cap S] [--out DIR]``: loopback
   load on the reference and upstream cache servers (``bench.load``); with ``--hostile
   [--attack-seconds S]`` the hostile-load scenario instead (``bench.hostile``).
@@ -142,6 +145,30 @@ def _gpu_check(args: argparse.Namespace) -> int:
     from lmckv.bench.gpu_check import run_check
 
     return run_check(args.out, full=args.full)
+
+
+def _e2e(args: argparse.Namespace) -> int:
+    from lmckv.bench.e2e_run import run_model
+    from lmckv.bench.models import ModelUnusable
+
+    try:
+        path, counts, wall = run_model(
+            args.model,
+            args.out,
+            context=args.context,
+            full=args.full,
+            text=args.text,
+            memory_limit=args.memory_limit,
+            progress=not args.no_progress,
+        )
+    except (ModelUnusable, ValueError, UnicodeDecodeError) as exc:
+        if isinstance(exc, SchemaError):
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    tally = ", ".join(f"{n} {kind}" for kind, n in counts.items())
+    print(f"{path}  ({wall:.0f} s: {tally})")
+    return 0
 
 
 def _load(args: argparse.Namespace) -> int:
@@ -280,6 +307,28 @@ def build_parser() -> argparse.ArgumentParser:
     gpu.add_argument("--out", type=Path, required=True, help="folder for the check's files")
     gpu.add_argument("--full", action="store_true", help="more cases and rounds")
     gpu.set_defaults(func=_gpu_check)
+
+    e2e = sub.add_parser(
+        "e2e", help="end-to-end accuracy of every serde and scope on your own model"
+    )
+    e2e.add_argument(
+        "--model", type=Path, required=True, help="a Hugging Face model folder or a .gguf file"
+    )
+    e2e.add_argument("--text", type=Path, help="UTF-8 text to score (default: bench/corpus.py)")
+    e2e.add_argument(
+        "--context", type=int, default=256, help="prefix tokens, a multiple of 16 (default 256)"
+    )
+    e2e.add_argument(
+        "--full", action="store_true", help="also the serdes at 256, 1024 and 2048 tokens"
+    )
+    e2e.add_argument("--out", type=Path, required=True, help="folder for the results file")
+    e2e.add_argument(
+        "--memory-limit",
+        type=int,
+        help="bytes the model may use (default: the memory available now)",
+    )
+    e2e.add_argument("--no-progress", action="store_true", help="no progress bars")
+    e2e.set_defaults(func=_e2e)
 
     load = sub.add_parser("load", help="loopback load on cache servers (bench/load.py)")
     load.add_argument("--impl", action="append", help="reference-server, upstream-server")

@@ -109,3 +109,110 @@ viewpoints and ruined castles, while the colour of a road shows whether it is a 
 or a track suitable only for tractors. Learning to read these details turns a walk into \
 a conversation with the landscape.""",
 )
+
+#: More prose of the same kinds, used only by the end-to-end measurement (``bench.e2e``) for
+#: contexts longer than one passage: joined after ``PASSAGES`` it gives more than 2 x 2,113
+#: SmolLM2 tokens (two windows of 2,048 context + 64 continuation + 1 tokens). The real-KV
+#: capture (``bench.realkv``) reads ``PASSAGES`` only, so its data do not change.
+LONG_PASSAGES: tuple[str, ...] = (
+    """The railway reached the valley in 1871, and within a decade the pattern of life there \
+had changed more than in the previous three centuries. Farmers who had once driven their \
+cattle for four days to the market in the county town now loaded them into wagons at the new \
+station and were home by evening. Slate from the quarries above the village, which had been \
+carried down the mountain on sledges and then by cart to the coast, went by train to the \
+growing cities of the north, where it roofed long terraces of workers' houses. The station \
+master, a man named Pritchard, kept a diary in which he recorded the weather, the number of \
+passengers, and every quarrel between the porters. His entries for the winter of 1879 describe \
+snow so deep that the morning train was dug out by forty men with shovels, and a wedding party \
+that waited six hours on the platform rather than postpone the ceremony.
+
+The quarries closed one by one in the twentieth century. Cheaper tiles made of concrete and \
+clay replaced slate on new houses, and the deep workings became too expensive to drain. By \
+1960 only a handful of men still split slate by hand, sitting in open-sided sheds with a \
+mallet and a broad chisel, turning thick blocks into thin, even sheets with a skill that took \
+years to learn. The railway closed in 1964. Its embankments are now a footpath, and the old \
+station building is a tea room whose walls are hung with photographs of the porters, the \
+quarrymen and the wedding party in the snow.
+
+Bees communicate the location of food through a behaviour known as the waggle dance. A \
+forager that has found a rich patch of flowers returns to the hive and walks in a figure of \
+eight on the vertical surface of the comb, waggling her abdomen during the straight central \
+run. The angle of that run relative to the vertical tells the other bees the direction of the \
+food relative to the sun, and the length of the waggle phase tells them the distance. A run \
+lasting about one second corresponds to a distance of roughly a kilometre, although the exact \
+relationship differs between colonies and depends on the landscape the bees fly over. Because \
+the sun moves across the sky during the day, a dancing bee adjusts the angle of her dance as \
+the hours pass, even when she has been inside the dark hive for some time.
+
+Researchers first decoded the dance in the 1940s by placing dishes of sugar water at known \
+positions and watching the bees that returned from them. Later experiments used small robots \
+that performed the dance on the comb, and showed that bees followed the directions of a \
+machine as well as those of a sister. More recently, scientists have filmed thousands of \
+dances and mapped where a colony forages through the seasons, which has helped farmers and \
+conservationists understand which flowers matter most to bees in early spring and late \
+summer, when food is scarce.
+
+Dear Mr Hartley, thank you for your letter of the twelfth, and for the photographs of the \
+damage to the ceiling in the back bedroom. I have spoken to the builder who repaired the roof \
+last year, and he has agreed to inspect the property on Thursday morning between nine and \
+eleven. If that time is not convenient, please let me know by Tuesday so that I can arrange \
+another visit. I should explain that under the terms of your tenancy the landlord is \
+responsible for the structure of the building, including the roof and the gutters, while the \
+tenant is responsible for reporting any defect promptly and for taking reasonable steps to \
+prevent further damage, such as placing a bucket under a leak. Nothing in your letter \
+suggests that you have failed in that duty, and I do not expect the cost of the repair to be \
+charged to you. I will write again once the builder has given me his report. Yours sincerely, \
+Margaret Owen, on behalf of the Lakeside Lettings Agency.""",
+    """Before you replace a bicycle chain, measure the old one. Lay a ruler along the chain so \
+that the zero mark sits on the centre of one pin, and look at the pin twelve inches along. On \
+a new chain it will sit exactly on the twelve-inch mark; if it sits an eighth of an inch \
+beyond, the chain has stretched and will soon wear the teeth of the sprockets. To remove the \
+chain, shift onto the smallest sprocket at the back, find the quick link, and squeeze its two \
+plates together with a pair of link pliers until it opens. Count the links of the old chain, \
+or lay the two chains side by side, and cut the new one to the same length with a chain tool, \
+pushing the pin out carefully rather than all the way. Thread the new chain through the rear \
+derailleur, join it with a new quick link, and pedal backwards while you shift through every \
+gear to check that it runs smoothly.
+
+The old observatory stands on a hill to the west of the city, surrounded by pine trees that \
+were planted to shelter the telescopes from the wind. It was built in the 1880s, when the city \
+was small and the sky above it was dark enough to see the faint band of the Milky Way on any \
+clear night. The great refractor, with a lens nearly seventy centimetres across, was for a \
+few years the largest in the world. Astronomers used it to measure the positions of double \
+stars, to watch the moons of Jupiter, and to photograph the surface of the Moon on glass \
+plates that are still kept in wooden cabinets in the basement. As the city grew, its lights \
+washed out the sky, and by the middle of the twentieth century serious research had moved to \
+mountain sites far away. Today the observatory is a museum, and on Friday evenings volunteers \
+open the dome so that visitors can look through the old telescope at Saturn's rings.
+
+"Are you sure this is the right road?" asked Tom, peering at the map on his knees. "I'm sure \
+it was the right road an hour ago," said his sister, who was driving. "Whether it still is, \
+I couldn't tell you." The lane had narrowed until the hedges brushed both sides of the car, \
+and a strip of grass had appeared in the middle. They passed a farm with a barking dog, then \
+a ford where the water came halfway up the wheels, then a signpost so faded that neither of \
+them could read it. "We could turn back," said Tom. "There is nowhere to turn," said Anna, \
+and she was right. Ten minutes later the lane ended in a farmyard, where an elderly man in a \
+flat cap was mending a gate. He listened to their question, nodded slowly, and told them they \
+were the third car that week to follow the same wrong turning from the main road.
+
+Composting turns kitchen scraps and garden waste into a dark, crumbly material that improves \
+almost any soil. The process depends on bacteria and fungi, which need air, moisture and a \
+balance of two kinds of material. Green material, such as grass cuttings, vegetable peelings \
+and coffee grounds, is rich in nitrogen; brown material, such as dry leaves, straw, shredded \
+paper and cardboard, is rich in carbon. A heap made only of grass becomes slimy and smells, \
+while a heap made only of leaves takes years to rot. Mix the two in roughly equal volumes, \
+keep the heap as damp as a wrung-out sponge, and turn it with a fork every few weeks to let \
+air in. In summer a well-made heap can become hot enough to steam on a cool morning, and the \
+compost may be ready in three or four months; in winter the process slows almost to a stop.
+
+The committee met on the first Monday of the month in the back room of the library. The \
+minutes record that the meeting opened at seven o'clock with eleven members present and two \
+apologies. The treasurer reported a balance of four hundred and twelve pounds, after the \
+payment of the hall hire for the summer fair and the purchase of a new urn. The secretary \
+read a letter from the council about the proposed closure of the footpath behind the school, \
+and it was agreed that the chair would respond, objecting to the closure on behalf of the \
+society. Under any other business, Mrs Patel proposed a guided walk along the canal in \
+September, which was approved unanimously, and Mr Davies asked once again whether the \
+society's collection of old postcards could be scanned and put on the internet. The chair \
+said that a volunteer was needed. The meeting closed at half past eight.""",
+)

@@ -90,6 +90,7 @@ def _run(
 ) -> tuple[Path, dict[str, int], float]:
     t0 = time.monotonic()
     impls, missing = load_impls(impl_names)
+    e2e_plan = e2e.FULL if mode == "full" else e2e.QUICK
     config: dict[str, Any] = {
         "throughput": plan.describe() if with_throughput else None,
         "accuracy": {
@@ -99,7 +100,7 @@ def _run(
         }
         if with_accuracy
         else None,
-        "e2e": e2e.describe() if with_e2e and real else None,
+        "e2e": e2e.describe(e2e_plan) if with_e2e and real else None,
         "impls": {name: impl.version for name, impl in impls.items()},
         "seed": seed,
     }
@@ -139,5 +140,5 @@ def _run(
                         print(f"real KV: {origin}", file=sys.stderr)
                     out.write_all(accuracy.evaluate(dataset, ref, progress=progress))
         off = None if with_e2e and real else f"--no-{'e2e' if not with_e2e else 'real'} given"
-        out.write_all(e2e.phase(impls.get("reference"), skip=off, progress=progress))
+        out.write_all(e2e.phase(impls.get("reference"), skip=off, progress=progress, plan=e2e_plan))
         return out.path, dict(out.counts), time.monotonic() - t0

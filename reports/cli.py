@@ -50,6 +50,7 @@ def build(inputs: ReportInputs, out_dir: Path, releases: Path | None = None) -> 
     summary = summary_section(inputs, out, verdict_counts)
     environment = environment_section(inputs, out, generated)
     sources = [run.path.name for run in inputs.conformance] + [r.path.name for r in inputs.bench]
+    sources += [f"model {r.path.name}" for r in inputs.models]
     if inputs.baseline is not None:
         sources.append(f"baseline {inputs.baseline.path.name}")
     subtitle = (

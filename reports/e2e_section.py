@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import pandas as pd
 
+from lmckv.bench.e2e import CONTEXT as PRIMARY_CONTEXT
+from lmckv.bench.serdes import FP8, K16V8, K16V8_V_ONLY
 from lmckv.reports import figures
 from lmckv.reports.bench_section import NO_BENCH, skip_reasons
 from lmckv.reports.html import Section, details, figure, note, paragraph, table
 from lmckv.reports.load import ReportInputs, scope_rank
 from lmckv.reports.output import Output
+from lmckv.reports.serde_choice import RULE_TEXT as SERDE_RULE
+from lmckv.reports.serde_choice import choose_serde, serde_table
 
 STATS = ("v_amax", "head_spread", "page_spread", "channel_spread")
 
@@ -61,13 +65,14 @@ def e2e_section(inputs: ReportInputs, out: Output) -> Section:
     """The real model's next-token predictions with each scope's cache (primary accuracy)."""
     title = "End-to-end accuracy (real model)"
     if not inputs.bench:
-        return Section("e2e", title, note(NO_BENCH))
-    e2e = inputs.bench_table("e2e")
+        return Section("e2e", title, note(NO_BENCH) + serde_section_body(inputs, out))
+    every = inputs.bench_table("e2e")
+    e2e = primary(every)
     scored = e2e[e2e["metric"].isin(["kl", "top1", "ppl_change"])]
     if scored.empty:
         reason = skip_reasons(inputs.bench_table("skip"), "e2e") or "no e2e rows in the files"
         return Section("e2e", title, note(f"no end-to-end rows in this run: {reason}"))
-    out.csv(e2e, "e2e.csv")
+    out.csv(every, "e2e.csv")
     first = scored.iloc[0]
     machines = scored["machine"].nunique()
     body = [
@@ -132,4 +137,66 @@ def e2e_section(inputs: ReportInputs, out: Output) -> Section:
             )
         )
         body.append(details("V statistics per layer (median, range)", table(stats), "v_stats.csv"))
+    body.append(serde_section_body(inputs, out))
     return Section("e2e", title, "".join(body))
+
+
+def primary(e2e: pd.DataFrame, context: int = PRIMARY_CONTEXT) -> pd.DataFrame:
+    """The rows at the primary context (files from before contexts: 256), without the V-only
+    serde's copies of the storage-only figures."""
+    at = e2e["context"].isna() | (e2e["context"] == context)
+    return e2e[at & (e2e["serde"] != K16V8_V_ONLY)]
+
+
+def context_table(e2e: pd.DataFrame) -> pd.DataFrame:
+    """KL (worse dtype) per serde and scope at each measured context; empty with one."""
+    rows = e2e[
+        (e2e["metric"] == "kl")
+        & e2e["layer"].isna()
+        & e2e["serde"].isin([FP8, K16V8])
+        & e2e["context"].notna()
+    ]
+    if rows["context"].nunique() < 2:
+        return pd.DataFrame()
+    worst = rows.groupby(["serde", "scope", "context"])["value"].max().reset_index()
+    table = worst.pivot(index=["serde", "scope"], columns="context", values="value")
+    table.columns = [f"KL at {int(c)}" for c in table.columns]
+    return table.reset_index()
+
+
+def serde_groups(inputs: ReportInputs) -> list[tuple[str, int, pd.DataFrame]]:
+    """(model, primary context, e2e rows) for the bundled model of the bench runs, then each
+    ``lmckv bench e2e`` file's model: judged apart, never pooled."""
+    groups = []
+    if inputs.bench:
+        e2e = inputs.bench_table("e2e")
+        scored = e2e[e2e["serde"].notna()]
+        if not scored.empty:
+            groups.append((f"{scored['model'].iloc[0]} (bundled)", PRIMARY_CONTEXT, e2e))
+    return groups + inputs.model_rows()
+
+
+def serde_section_body(inputs: ReportInputs, out: Output) -> str:
+    """Per model: every serde and scope against the serde rule, and error vs context."""
+    throughput = inputs.bench_table("throughput") if inputs.bench else pd.DataFrame()
+    body = []
+    for index, (label, context, e2e) in enumerate(serde_groups(inputs)):
+        at = e2e[(e2e["context"] == context) & e2e["serde"].notna()]
+        choice = choose_serde(serde_table(at, throughput), label, context)
+        bounds = [c for c in choice.table.columns if str(c).endswith(("_low", "_high"))]
+        shown = choice.table.drop(columns=bounds)
+        name = f"serdes_{index}.csv"
+        out.csv(choice.table, name)
+        body.append(
+            details(f"{label}: every serde and scope at {context} tokens", table(shown), name)
+        )
+        by_context = context_table(e2e)
+        if not by_context.empty:
+            name = f"serdes_context_{index}.csv"
+            out.csv(by_context, name)
+            body.append(
+                details(f"{label}: KL (worse dtype) vs context length", table(by_context), name)
+            )
+    if body:
+        body.insert(0, paragraph(f"Serde rule: {SERDE_RULE}"))
+    return "".join(body)

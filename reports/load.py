@@ -12,7 +12,7 @@ traceback from deep inside pandas.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -124,11 +124,26 @@ class ReportInputs:
     bench: list[BenchRun]
     conformance: list[ConformanceRun]
     baseline: BenchRun | None = None
+    #: ``lmckv bench e2e --model`` files (their header names the model): shown beside the
+    #: bundled model's rows, never pooled with them
+    models: list[BenchRun] = field(default_factory=list)
 
     def bench_table(self, kind: str) -> pd.DataFrame:
         """One record kind across all bench runs given as RESULTS (not the baseline)."""
         columns = (*BENCH_FIELDS[kind], *BENCH_EXTENSIONS[kind], *ROW_ORIGIN)
         return concat([run.table(kind) for run in self.bench], columns)
+
+    def model_rows(self) -> list[tuple[str, int, pd.DataFrame]]:
+        """(model label, primary context, e2e rows) per ``lmckv bench e2e`` file."""
+        columns = (*BENCH_FIELDS["e2e"], *BENCH_EXTENSIONS["e2e"], *ROW_ORIGIN)
+        out = []
+        for run in self.models:
+            model = run.header["model"]
+            config = (run.header.get("config") or {}).get("e2e") or {}
+            label = f"{model['name']} (revision {model['revision']}, {model['dtype']})"
+            context = int(config.get("context", 256))
+            out.append((label, context, concat([run.table("e2e")], columns)))
+        return out
 
     @property
     def machines(self) -> list[str]:
@@ -295,12 +310,16 @@ def load_results(path: Path) -> BenchRun | ConformanceRun:
 
 
 def load_inputs(results: list[Path], baseline: Path | None = None) -> ReportInputs:
-    """Load every RESULTS file and the optional baseline bench file."""
+    """Load every RESULTS file and the optional baseline bench file; a bench file whose
+    header names a model (``lmckv bench e2e --model``) is one of ``models``."""
     bench: list[BenchRun] = []
+    models: list[BenchRun] = []
     conformance: list[ConformanceRun] = []
     for path in results:
         loaded = load_results(path)
-        if isinstance(loaded, BenchRun):
+        if isinstance(loaded, BenchRun) and "model" in loaded.header:
+            models.append(loaded)
+        elif isinstance(loaded, BenchRun):
             bench.append(loaded)
         else:
             conformance.append(loaded)
@@ -310,4 +329,4 @@ def load_inputs(results: list[Path], baseline: Path | None = None) -> ReportInpu
         if not isinstance(loaded, BenchRun):
             raise ReportInputError(f"{baseline}: --baseline must be a bench results file")
         base = loaded
-    return ReportInputs(bench=bench, conformance=conformance, baseline=base)
+    return ReportInputs(bench=bench, conformance=conformance, baseline=base, models=models)

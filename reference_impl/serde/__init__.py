@@ -1,4 +1,4 @@
-"""The distributed serde layer's AsymK16V8 serdes, with the names of upstream's
+"""The distributed serde layer's AsymK16V8 and plain FP8 serdes, with the names of upstream's
 ``lmcache.v1.distributed.serde`` (SPEC.md, "The serde layer")."""
 
 from lmckv.reference_impl.serde.asym_k16_v8 import (
@@ -13,12 +13,17 @@ from lmckv.reference_impl.serde.errors import (
     SerdeModeError,
     SerdeSlotError,
 )
+from lmckv.reference_impl.serde.fp8 import (
+    Fp8QuantizationDeserializer,
+    Fp8QuantizationSerializer,
+)
 
 #: Factory names, as upstream's newer serde factory registers them: name -> (serializer,
 #: deserializer).
 SERDES = {
     "asym_k16_v8": (AsymK16V8MultiSerializer, AsymK16V8MultiDeserializer),
     "asym_k16_v8_v_only": (AsymK16V8VOnlyMultiSerializer, AsymK16V8VOnlyMultiDeserializer),
+    "fp8": (Fp8QuantizationSerializer, Fp8QuantizationDeserializer),
 }
 
 __all__ = [
@@ -28,6 +33,8 @@ __all__ = [
     "AsymK16V8VOnlyMultiDeserializer",
     "AsymK16V8VOnlyMultiSerializer",
     "DestinationTooSmallError",
+    "Fp8QuantizationDeserializer",
+    "Fp8QuantizationSerializer",
     "SerdeError",
     "SerdeModeError",
     "SerdeSlotError",

@@ -1,0 +1,97 @@
+"""The serde recommendation: the accuracy budget, what the installed LMCache can write, the
+fewest bytes in L2, the config line, and the better choice a newer release would need."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from lmckv.bench import serdes
+from lmckv.reports import serde_choice
+from lmckv.reports.e2e_section import context_table
+
+COLUMNS = ["serde", "scope", "cache_dtype", "metric", "value", "ci_low", "ci_high", "context"]
+
+
+def _rows(fp8_ppl_high: float) -> pd.DataFrame:
+    rows = []
+    for dtype in ("float16", "bfloat16"):
+        rows.append(("none", "NONE", dtype, "l2_bytes_per_token", 1000.0, None, None, 256))
+        for serde, scope, size, kl, ppl_high in (
+            ("fp8", "NO_SCALE", 500.0, 1e-3, fp8_ppl_high),
+            ("asym_k16_v8", "PER_TENSOR", 760.0, 1e-4, 0.004),
+            ("asym_k16_v8_v_only", "PER_TENSOR", 260.0, 1e-4, 0.004),
+            ("asym_k16_v8_v_only", "PER_PAGE_HEAD", 255.0, 0.9e-4, 0.003),
+        ):
+            rows.append((serde, scope, dtype, "kl", kl, kl * 0.8, kl * 1.2, 256))
+            rows.append((serde, scope, dtype, "top1", 0.99, 0.98, 1.0, 256))
+            rows.append((serde, scope, dtype, "ppl_change", ppl_high / 2, 0.0, ppl_high, 256))
+            rows.append((serde, scope, dtype, "l2_bytes_per_token", size, None, None, 256))
+    frame = pd.DataFrame(
+        rows,
+        columns=COLUMNS,
+    )
+    return frame.assign(layer=None)
+
+
+@pytest.fixture
+def only_fp8(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An installed LMCache whose factory registers fp8 only (as 0.5.6 does)."""
+
+    def writes(serde: str) -> tuple[bool, str]:
+        if serde in (serdes.NONE, serdes.FP8):
+            return True, "factory builds it"
+        return False, f"its serde factory refuses {serde!r}"
+
+    monkeypatch.setattr(serde_choice, "installed_writes", writes)
+
+
+def test_fp8_within_budget_is_chosen_with_its_config_line(only_fp8: None) -> None:
+    choice = serde_choice.choose_serde(
+        serde_choice.serde_table(_rows(0.008), pd.DataFrame()), "m", 256
+    )
+    assert choice.chosen is not None and choice.chosen["serde"] == "fp8"
+    assert choice.config == '"serde": {"type": "fp8", "fp8_dtype": "float8_e4m3fn"}'
+    assert "margin to the 1% perplexity budget 0.20% points" in choice.statement
+    # the better choice: fewest bytes among writable scopes (PER_PAGE_HEAD is not writable)
+    assert choice.better is not None
+    assert (choice.better["serde"], choice.better["scope"]) == ("asym_k16_v8_v_only", "PER_TENSOR")
+    assert "registers 'asym_k16_v8_v_only'" in choice.statement
+    assert "K kept in L1" in choice.statement
+
+
+def test_fp8_out_of_budget_leaves_no_serde(only_fp8: None) -> None:
+    choice = serde_choice.choose_serde(
+        serde_choice.serde_table(_rows(0.015), pd.DataFrame()), "m", 256
+    )
+    assert choice.chosen is not None and choice.chosen["serde"] == "none"
+    assert choice.config.startswith('no "serde" key')
+    assert "fp8 serde (K and V cast to e4m3, no scale) is out of budget" in choice.statement
+    assert "+1.50%]" in choice.statement
+
+
+def test_error_vs_context_is_one_column_per_context() -> None:
+    rows = pd.concat([_rows(0.008), _rows(0.008).assign(context=2048, value=lambda f: f.value * 3)])
+    table = context_table(rows)
+    assert list(table.columns) == ["serde", "scope", "KL at 256", "KL at 2048"]
+    fp8 = table[table["serde"] == "fp8"].iloc[0]
+    assert fp8["KL at 2048"] == pytest.approx(3 * fp8["KL at 256"])
+    assert context_table(_rows(0.008)).empty  # one context: no table
+
+
+def test_speed_comes_from_serde_rows_else_the_codec_encode(only_fp8: None) -> None:
+    throughput = pd.DataFrame(
+        [
+            ("serialize", "reference", "cpu", "NONE", "fp8", 2.0),
+            ("serialize", "reference", "cpu", "NONE", "fp8", 4.0),
+            ("encode", "reference", "cpu", "PER_TENSOR", None, 1.5),
+            ("encode", "reference", "cuda", "PER_TENSOR", None, 300.0),
+        ],
+        columns=["op", "impl", "device", "scope", "serde", "gbps"],
+    )
+    table = serde_choice.serde_table(_rows(0.008), throughput).set_index(["serde", "scope"])
+    assert table.loc[("fp8", "NO_SCALE"), "speed"] == "serialize 3.00 GB/s on cpu"
+    assert table.loc[("asym_k16_v8", "PER_TENSOR"), "speed"].startswith(
+        "codec encode 1.50 GB/s on cpu, 300.00 GB/s on cuda"
+    )
+    assert table.loc[("asym_k16_v8_v_only", "PER_PAGE_HEAD"), "speed"] == "not measured"
