@@ -13,8 +13,9 @@ The rule, stated on the page with the numbers it used:
    within ``BYTES_TIE`` of each other, the smaller KL divergence.
 
 The same rule without step 2 names the better choice a newer release could write, and what
-it needs. Speed: serde throughput rows where the files hold them (``op`` serialize /
-deserialize), else the codec's encode throughput for the K16/V8 scopes, else not measured.
+it needs. Speed: the serde's bench rows where the files hold them (``bench.serde_ops``,
+PER_TENSOR and PER_LAYER_HEAD), else the codec's encode throughput for the K16/V8 scopes,
+else not measured.
 Models are judged each on its own rows, never pooled.
 """
 
@@ -30,7 +31,11 @@ from lmckv.bench.serdes import FP8, K16V8, K16V8_V_ONLY, NONE, installed_writes,
 PPL_BUDGET = 0.01
 BYTES_TIE = 0.01
 SERDE_SCOPES = ("PER_TENSOR", "PER_LAYER_HEAD")
-SERDE_OPS = ("serialize", "deserialize")
+#: The bench operations (``bench.serde_ops``) that time each K16/V8 serde.
+SERDE_SPEED_OPS = {
+    K16V8: ("serialize", "deserialize"),
+    K16V8_V_ONLY: ("serialize_v_only", "deserialize_v_only"),
+}
 
 RULE_TEXT = (
     f"Keep the serdes and scopes whose cache changes the model's perplexity by at most "
@@ -72,24 +77,26 @@ def _worst(rows: pd.DataFrame, metric: str, higher_is_worse: bool = True) -> tup
 
 
 def _speed(throughput: pd.DataFrame, serde: str, scope: str) -> str:
-    """Median GB/s of the serde's throughput rows, else the codec's encode for K16/V8."""
-    if throughput.empty:
+    """Median GB/s of the serde's own bench rows in this scope (``bench.serde_ops``: the
+    serialize and deserialize operations of each implementation), else the codec's encode
+    for the K16/V8 scopes, else not measured (the plain fp8 cast has no bench rows)."""
+    ops = SERDE_SPEED_OPS.get(serde)
+    if throughput.empty or ops is None:
         return "not measured"
-    if "serde" in throughput.columns:
-        rows = throughput[throughput["op"].isin(SERDE_OPS) & (throughput["serde"] == serde)]
-        if not rows.empty:
-            speeds = rows.groupby(["op", "device"], as_index=False)["gbps"].median()
-            return "; ".join(f"{r.op} {r.gbps:.2f} GB/s on {r.device}" for r in speeds.itertuples())
-    if serde in (K16V8, K16V8_V_ONLY):
-        rows = throughput[
-            (throughput["op"] == "encode")
-            & (throughput["impl"] == "reference")
-            & (throughput["scope"].astype(str) == scope)
-        ]
-        if not rows.empty:
-            speeds = rows.groupby("device")["gbps"].median()
-            each = ", ".join(f"{g:.2f} GB/s on {d}" for d, g in speeds.items())
-            return f"codec encode {each} (median over cases; no serde rows)"
+    in_scope = throughput["scope"].astype(str) == scope
+    rows = throughput[throughput["op"].isin(ops) & in_scope]
+    if not rows.empty:
+        speeds = rows.groupby(["op", "impl", "device"], as_index=False)["gbps"].median()
+        return "; ".join(
+            f"{r.op} {r.gbps:.2f} GB/s ({r.impl}, {r.device})" for r in speeds.itertuples()
+        )
+    rows = throughput[
+        (throughput["op"] == "encode") & (throughput["impl"] == "reference") & in_scope
+    ]
+    if not rows.empty:
+        speeds = rows.groupby("device")["gbps"].median()
+        each = ", ".join(f"{g:.2f} GB/s on {d}" for d, g in speeds.items())
+        return f"codec encode {each} (median over cases; no serde rows)"
     return "not measured"
 
 

@@ -82,16 +82,23 @@ def test_error_vs_context_is_one_column_per_context() -> None:
 def test_speed_comes_from_serde_rows_else_the_codec_encode(only_fp8: None) -> None:
     throughput = pd.DataFrame(
         [
-            ("serialize", "reference", "cpu", "NONE", "fp8", 2.0),
-            ("serialize", "reference", "cpu", "NONE", "fp8", 4.0),
-            ("encode", "reference", "cpu", "PER_TENSOR", None, 1.5),
-            ("encode", "reference", "cuda", "PER_TENSOR", None, 300.0),
+            ("serialize", "upstream", "cpu", "PER_TENSOR", 2.0),
+            ("serialize", "upstream", "cpu", "PER_TENSOR", 4.0),
+            ("deserialize", "reference", "cpu", "PER_TENSOR", 1.0),
+            ("serialize_v_only", "reference", "cpu", "PER_TENSOR", 5.0),
+            ("encode", "reference", "cpu", "PER_PAGE_HEAD", 1.5),
+            ("encode", "reference", "cuda", "PER_PAGE_HEAD", 300.0),
         ],
-        columns=["op", "impl", "device", "scope", "serde", "gbps"],
+        columns=["op", "impl", "device", "scope", "gbps"],
     )
     table = serde_choice.serde_table(_rows(0.008), throughput).set_index(["serde", "scope"])
-    assert table.loc[("fp8", "NO_SCALE"), "speed"] == "serialize 3.00 GB/s on cpu"
-    assert table.loc[("asym_k16_v8", "PER_TENSOR"), "speed"].startswith(
+    assert table.loc[("asym_k16_v8", "PER_TENSOR"), "speed"] == (
+        "deserialize 1.00 GB/s (reference, cpu); serialize 3.00 GB/s (upstream, cpu)"
+    )
+    assert table.loc[("asym_k16_v8_v_only", "PER_TENSOR"), "speed"] == (
+        "serialize_v_only 5.00 GB/s (reference, cpu)"
+    )
+    assert table.loc[("asym_k16_v8_v_only", "PER_PAGE_HEAD"), "speed"].startswith(
         "codec encode 1.50 GB/s on cpu, 300.00 GB/s on cuda"
     )
-    assert table.loc[("asym_k16_v8_v_only", "PER_PAGE_HEAD"), "speed"] == "not measured"
+    assert table.loc[("fp8", "NO_SCALE"), "speed"] == "not measured"
