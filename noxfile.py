@@ -157,6 +157,11 @@ def _link_installed_tree(root: Path) -> None:
             (top / package.split(".")[1]).symlink_to(Path(folder).resolve())
 
 
+#: What `tests` installs and its tests must find: each LMCKV_REQUIRE_<NAME> set turns the
+#: tests' skip for a missing upstream, triton or transformers into a failure.
+TESTS_REQUIRE = ("UPSTREAM", "TRITON", "REAL_KV")
+
+
 @nox.session(**VENV)
 def tests(session: nox.Session) -> None:
     """Unit and property tests, the golden-vector check, the conformance suite (reference and
@@ -164,12 +169,14 @@ def tests(session: nox.Session) -> None:
     reference client over loopback sockets) and a short fuzzing campaign (100k inputs per
     target)."""
     # kernels: the Triton quantize kernel's tests run under its interpreter.
-    install(session, "test", "bench", "fuzz", "kernels", upstream=True)
+    # real-kv: `bench e2e --model` runs on a tiny model the test builds (transformers).
+    install(session, "test", "bench", "fuzz", "kernels", "real-kv", upstream=True)
+    session.install(*REAL_KV_PINS)
     # The slow tests (the installed wheel) run in the `dist` session, on the wheel it builds.
     session.run(
         "python", "-m", "pytest", "-n", "2", "--dist", "worksteal", "tests", "-m", "not slow",
         "--junitxml=.lmckv/junit-tests.xml",
-        *session.posargs, env={"LMCKV_REQUIRE_UPSTREAM": "1", "LMCKV_REQUIRE_TRITON": "1"},
+        *session.posargs, env={f"LMCKV_REQUIRE_{what}": "1" for what in TESTS_REQUIRE},
     )  # fmt: skip
     session.run("python", "-m", "lmckv.conformance.golden", "--check")
     # Every exchange of these runs is validated against the shipped testee schema.
@@ -202,16 +209,17 @@ def tests(session: nox.Session) -> None:
 @nox.session(venv_backend="none")
 def machine_deps(session: nox.Session) -> None:
     """CI's first step: the shared environment (``.lmckv/shared-venv``) with the CPU pins of
-    torch and triton, the dependencies of lmckv and of its test, lint, bench, fuzz, kernels
-    and dist extras, and upstream's runtime modules, installed once. Sessions of later nox
-    runs see them instead of installing each its own copy (lmckv itself and lmcache stay
-    per session)."""
+    torch and triton, the real-KV pins (transformers, gguf, ...), the dependencies of lmckv and
+    of its test, lint, bench, fuzz, kernels and dist extras, and upstream's runtime modules,
+    installed once. Sessions of later nox runs see them instead of installing each its own
+    copy (lmckv itself and lmcache stay per session)."""
     SHARED_MARKER.unlink(missing_ok=True)
     if not (SHARED_ENV / "bin" / "python").exists():
         session.run(sys.executable, "-m", "venv", str(SHARED_ENV), external=True)
     wanted = _extra_requirements("base", "test", "lint", "bench", "fuzz", "kernels", "dist")
+    pins = [TORCH_PIN, TRITON_PIN, *REAL_KV_PINS]
     pip = [str(SHARED_ENV / "bin" / "python"), "-m", "pip", "install", "-q"]
-    session.run(*pip, TORCH_PIN, TRITON_PIN, *wanted, *UPSTREAM_RUNTIME_DEPS, external=True)
+    session.run(*pip, *pins, *wanted, *UPSTREAM_RUNTIME_DEPS, external=True)
     SHARED_MARKER.write_text(f"{TORCH_PIN}\n{TRITON_PIN}\n")
 
 
