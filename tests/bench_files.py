@@ -39,11 +39,15 @@ def write_results(out: Path, rows: list[dict[str, Any]], machine: dict[str, Any]
 
 
 def tiny_plan(processes: int) -> ThroughputPlan:
-    """One small CPU case in float16, two rounds in each of ``processes`` processes."""
+    """One small CPU case in float16, encode and parse in two scopes (a slowdown injected
+    into one operation, the other to compare with), two rounds in each of ``processes``
+    processes: what a real run of the gate needs and no more (each process costs seconds)."""
     return ThroughputPlan(
         cpu_cases=(Case("small", layers=1, pages=4),),
         cuda_cases=(),
         dtypes=("float16",),
+        scopes=("PER_TENSOR", "PER_LAYER_HEAD"),
+        cpu_ops=("encode", "parse"),
         rounds=2,
         warmup=1,
         min_sample_s=0.002,
