@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from lmckv.bench.serde_ops import SERDE_SCOPES
 from lmckv.bench.serdes import FP8, K16V8, K16V8_V_ONLY, NONE, installed_writes, l2_config
 
 PPL_BUDGET = 0.01
 BYTES_TIE = 0.01
-SERDE_SCOPES = ("PER_TENSOR", "PER_LAYER_HEAD")
 #: The bench operations (``bench.serde_ops``) that time each K16/V8 serde.
 SERDE_SPEED_OPS = {
     K16V8: ("serialize", "deserialize"),
