@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from unittest import mock
 
 import pytest
 import torch
@@ -134,3 +135,61 @@ def test_parsed_hash_sections_keep_their_bound_and_each_blob_reads_its_own() -> 
         for name, blob in blobs.items():
             assert codec.from_bytes(blob).hashes.model_id == name
             assert len(header_fields._PARSED_SECTIONS) <= header_fields._PARSED_SECTIONS.limit
+
+
+def _page_blob(codec: AsymK16V8Codec, model_id: str = "m") -> bytearray:
+    k = torch.randn(1, 16, 2, 8, dtype=torch.float16)
+    return bytearray(codec.to_bytes(codec.encode(k, k, hashes=CodecHashes(model_id=model_id))))
+
+
+def test_a_header_read_again_gives_a_record_of_its_own() -> None:
+    codec = AsymK16V8Codec(scale_scope=ScaleScope.PER_LAYER_HEAD)
+    blob = _page_blob(codec)
+    first = codec.from_bytes(blob)
+    second = codec.from_bytes(blob)  # from the memo of parsed headers
+    assert first == second and first.hashes is not second.hashes
+    first.hashes.model_id = "changed in place"
+    assert codec.from_bytes(blob).hashes.model_id == "m"
+
+
+def test_a_remembered_header_still_checks_its_payload_and_its_length() -> None:
+    codec = AsymK16V8Codec(scale_scope=ScaleScope.PER_LAYER_HEAD)
+    blob = _page_blob(codec)
+    codec.from_bytes(blob)
+    header_len = len(codec.from_bytes(blob).header_bytes or b"")
+    flipped = bytearray(blob)
+    flipped[-1] ^= 1
+    with pytest.raises(CorruptEncodedKVError) as crc:
+        codec.from_bytes(flipped)
+    assert crc.value.rule == "KV-CRC"
+    with pytest.raises(CorruptEncodedKVError) as cut:
+        codec.from_bytes(blob[: header_len - 1])
+    assert cut.value.rule == "KV-TRUNCATED"
+    with pytest.raises(CorruptEncodedKVError) as short:
+        codec.from_bytes(blob[:-1])
+    assert short.value.rule == "KV-LEN-SUM"
+
+
+def test_parsed_headers_keep_their_bound() -> None:
+    codec = AsymK16V8Codec()
+    limit = header_fields._PARSED_HEADERS.limit
+    blobs = {f"m{i}": _page_blob(codec, f"m{i}") for i in range(limit + 3)}
+    for _ in range(2):
+        for name, blob in blobs.items():
+            assert codec.from_bytes(blob).hashes.model_id == name
+            assert len(header_fields._PARSED_HEADERS) <= limit
+
+
+def test_a_header_another_check_passed_is_not_taken_as_valid() -> None:
+    """A header accepted while a test swapped the consistency check (the reader mutants)
+    is parsed afresh, and refused, under the reference's check."""
+    codec = AsymK16V8Codec(scale_scope=ScaleScope.PER_LAYER_HEAD)
+    blob = _page_blob(codec)
+    fields = list(header_fields.FIXED_STRUCT.unpack_from(blob))
+    fields[11] = 3  # kv_head_count: the scale table has 2 heads
+    header_fields.FIXED_STRUCT.pack_into(blob, 0, *fields)
+    with mock.patch.object(header_fields, "check_consistency", lambda enc: None):
+        assert codec.from_bytes(blob).kv_head_count == 3
+    with pytest.raises(CorruptEncodedKVError) as err:
+        codec.from_bytes(blob)
+    assert err.value.rule == "KV-SCALE-SHAPE"

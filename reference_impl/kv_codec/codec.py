@@ -10,8 +10,10 @@ refuses to write a blob the reader would reject; ``to_bytes`` returns that buffe
 from __future__ import annotations
 
 import ctypes
+import math
 import warnings
 
+import numpy as np
 import torch
 
 from lmckv.reference_impl.kv_codec.checksum import payload_crc32
@@ -39,7 +41,9 @@ from lmckv.reference_impl.kv_codec.quant_fast import (
     compute_v_scales,
     dequantize_v_fp8,
     quantize_v_fp8,
+    small_payload,
     untracked,
+    write_small_payload,
 )
 
 Buffer = bytes | bytearray | memoryview
@@ -78,8 +82,8 @@ def _put(buf: bytearray | memoryview, offset: int, t: torch.Tensor) -> None:
     if not t.numel():
         return
     if t.device.type == "cpu" and t.is_contiguous():
-        n = t.numel() * t.element_size()
-        ctypes.memmove((ctypes.c_char * n).from_buffer(buf, offset), t.data_ptr(), n)
+        base = ctypes.addressof(ctypes.c_char.from_buffer(buf))  # no array type per call
+        ctypes.memmove(base + offset, t.data_ptr(), t.numel() * t.element_size())
         return
     _byte_view(buf, offset, t.numel(), t.dtype).view(t.shape).copy_(untracked(t))
 
@@ -89,18 +93,23 @@ def _as_bytes(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous().reshape(-1).view(torch.uint8)
 
 
-def _section(payload: memoryview, offset: int, length: int, dtype: torch.dtype) -> torch.Tensor:
-    """``length`` bytes of ``payload`` from ``offset`` as a flat ``dtype`` tensor: a view
-    when the payload is writable, else a copy (torch cannot view read-only memory)."""
-    if length == 0:
-        return torch.empty(0, dtype=dtype)
+def _section(
+    payload: memoryview, offset: int, length: int, dtype: torch.dtype, shape: tuple[int, ...]
+) -> torch.Tensor:
+    """``length`` bytes of ``payload`` from ``offset`` as a ``dtype`` tensor of ``shape``
+    (of ``length // itemsize`` elements): a view when the payload is writable, else a copy
+    (torch cannot view read-only memory)."""
     count = length // dtype.itemsize
+    if length == 0:
+        empty = torch.empty(0, dtype=dtype)
+        return empty if shape == (0,) else empty.view(shape)
     if not payload.readonly:
-        return torch.frombuffer(payload, dtype=dtype, offset=offset, count=count)
-    with warnings.catch_warnings():  # read-only source: the view is cloned at once
-        warnings.simplefilter("ignore", UserWarning)
-        view = torch.frombuffer(payload, dtype=dtype, offset=offset, count=count)
-    return view.clone()
+        flat = torch.frombuffer(payload, dtype=dtype, offset=offset, count=count)
+    else:
+        with warnings.catch_warnings():  # read-only source: the view is cloned at once
+            warnings.simplefilter("ignore", UserWarning)
+            flat = torch.frombuffer(payload, dtype=dtype, offset=offset, count=count).clone()
+    return flat if shape == (count,) else flat.view(shape)
 
 
 class AsymK16V8Codec:
@@ -235,9 +244,27 @@ class AsymK16V8Codec:
             )
         if k.device != v.device:
             raise UnsupportedConfigError(f"K is on {k.device} but V is on {v.device}", rule=None)
-        scales, v_quant = self._scales_and_quant(
-            v, head_axis, page_axis, precomputed_v_scales, precomputed_v_quant
-        )
+        small = None
+        if precomputed_v_scales is None and precomputed_v_quant is None:
+            small = small_payload(
+                v,
+                k,
+                self.scale_scope,
+                scale_dtype=self.scale_dtype,
+                fp8_dtype=self.fp8_dtype,
+                head_axis=head_axis,
+                page_axis=page_axis,
+            )
+        scales: torch.Tensor | None = None
+        if small is None:
+            scales, v_quant = self._scales_and_quant(
+                v, head_axis, page_axis, precomputed_v_scales, precomputed_v_quant
+            )
+            scale_shape = tuple(scales.shape)
+            scale_len = scales.numel() * scales.element_size()
+        else:
+            scale_shape = small.scale_shape
+            scale_len = 4 * math.prod(scale_shape)  # float32
         enc = EncodedKV(
             k_dtype=k.dtype,
             v_dtype=self.fp8_dtype,
@@ -250,10 +277,10 @@ class AsymK16V8Codec:
             page_size=page_size,
             kv_head_count=kv_head_count,
             head_dim=head_dim,
-            scale_shape=tuple(scales.shape),
+            scale_shape=scale_shape,
             k_payload_len=k.numel() * k.element_size(),
             v_payload_len=v.numel(),
-            scale_payload_len=scales.numel() * scales.element_size(),
+            scale_payload_len=scale_len,
         )
         check_writable(enc)
         fields = pack_header_fields(enc)
@@ -263,6 +290,37 @@ class AsymK16V8Codec:
         buf[: len(fields)] = fields
         k_off, v_off = head_len, head_len + enc.k_payload_len
         s_off = v_off + enc.v_payload_len
+        if scales is None:  # small_payload took it: one kernel call writes the payload
+            assert small is not None
+            write_small_payload(
+                small, v, k, np.frombuffer(buf, dtype=np.uint8), (k_off, v_off, s_off)
+            )
+        else:
+            self._write_payload(
+                buf, (k_off, v_off, s_off), k, v, scales, v_quant, head_axis, page_axis
+            )
+        crc = payload_crc32(memoryview(buf)[head_len:])
+        buf[len(fields) : head_len] = crc.to_bytes(4, "little")
+        enc.blob = buf
+        enc.payload = memoryview(buf)[head_len:]
+        enc.header_bytes = bytes(buf[:head_len])
+        return enc
+
+    def _write_payload(
+        self,
+        buf: bytearray | memoryview,
+        offsets: tuple[int, int, int],
+        k: torch.Tensor,
+        v: torch.Tensor,
+        scales: torch.Tensor,
+        v_quant: torch.Tensor | None,
+        head_axis: int,
+        page_axis: int | None,
+    ) -> None:
+        """K, V (quantized by ``scales`` unless ``v_quant`` is given) and the scales into
+        ``buf`` at ``offsets``: on the host by one copy each and V quantized in place; from a
+        device through one staged buffer and one copy to the host."""
+        k_off, v_off, s_off = offsets
         if k.device.type == "cpu":
             _put(buf, k_off, k)
             if v_quant is None:
@@ -293,12 +351,6 @@ class AsymK16V8Codec:
             parts = (untracked(k), untracked(v_quant).to(k.device), scales.to(k.device))
             staged = torch.cat([_as_bytes(t) for t in parts])
             _byte_view(buf, k_off, len(buf) - k_off).copy_(staged)
-        crc = payload_crc32(memoryview(buf)[head_len:])
-        buf[len(fields) : head_len] = crc.to_bytes(4, "little")
-        enc.blob = buf
-        enc.payload = memoryview(buf)[head_len:]
-        enc.header_bytes = bytes(buf[:head_len])
-        return enc
 
     def to_bytes(self, enc: EncodedKV) -> bytearray | memoryview:
         """Header then payload. Returns encode's own buffer when ``enc`` came from encode
@@ -384,15 +436,15 @@ class AsymK16V8Codec:
             else logical_shape(enc, layout)
         )
         payload = memoryview(enc.payload)
-        s_off = enc.k_payload_len + enc.v_payload_len
-        k = _section(payload, 0, enc.k_payload_len, enc.k_dtype)
-        v = _section(payload, enc.k_payload_len, enc.v_payload_len, enc.v_dtype)
-        scales = _section(payload, s_off, enc.scale_payload_len, enc.scale_dtype)
-        scales = scales.view(enc.scale_shape)
-        if ls is not None:
-            v = v.view(ls.shape)
-            if enc.has_k:  # a K-less blob's K stays an empty 1-D tensor (KV-K-ABSENT)
-                k = k.view(ls.shape)
+        k_len, v_len = enc.k_payload_len, enc.v_payload_len
+        v_shape = (v_len // enc.v_dtype.itemsize,) if ls is None else ls.shape
+        # A K-less blob's K stays an empty 1-D tensor (KV-K-ABSENT).
+        k_shape = v_shape if enc.has_k and ls is not None else (k_len // enc.k_dtype.itemsize,)
+        k = _section(payload, 0, k_len, enc.k_dtype, k_shape)
+        v = _section(payload, k_len, v_len, enc.v_dtype, v_shape)
+        scales = _section(
+            payload, k_len + v_len, enc.scale_payload_len, enc.scale_dtype, enc.scale_shape
+        )
         if device is not None and torch.device(device).type != "cpu":
             k, v, scales = k.to(device), v.to(device), scales.to(device)
         if out_k_dtype is not None and out_k_dtype != k.dtype:

@@ -469,6 +469,16 @@ def _check_scale_shape(enc: HeaderRecord, elems: int) -> None:
                 )
 
 
+# Speed only: headers already parsed and found valid. A header's fields and checks depend on
+# its bytes alone, so a buffer that starts with the same bytes (up to the payload CRC)
+# parses to the same fields: a stream of pages of one geometry skips the parse. Keyed by
+# those bytes, the dtype table and the consistency check that passed them (a test that
+# swaps the check gets entries of its own); holds the immutable fields (the hash values as
+# a tuple: each record gets its own CodecHashes).
+_PARSED_HEADERS: BoundedMemo[tuple[bytes, DTypeTable[Any], Callable[..., None]], dict[str, Any]]
+_PARSED_HEADERS = BoundedMemo(4)
+
+
 def parse_fields(
     buf: bytes | bytearray | memoryview, table: DTypeTable[D], make: Callable[..., R]
 ) -> tuple[R, int, int]:
@@ -486,6 +496,18 @@ def parse_fields(
         raise CorruptEncodedKVError(
             f"not a contiguous byte buffer: {e}", rule="KV-TRUNCATED"
         ) from None
+    check = check_consistency
+    for (raw, known_table, known_check), known in _PARSED_HEADERS.items():
+        end = len(raw)
+        if (
+            known_table is table
+            and known_check is check
+            and len(mv) >= end + U32_STRUCT.size
+            and mv[:end] == raw
+        ):
+            (crc,) = U32_STRUCT.unpack_from(mv, end)
+            hashes = CodecHashes(*known["hashes"])
+            return make(**{**known, "hashes": hashes}), end + U32_STRUCT.size, crc
     r = _Reader(mv)
     (magic, version, scope_id, k_id, v_id, s_id, reserved, *geometry) = r.take(
         FIXED_STRUCT, "fixed header"
@@ -521,8 +543,9 @@ def parse_fields(
         _SHAPE_LENS_COUNT[n_dims], "scale_shape, payload lengths and hash count"
     )
     hashes = _read_hashes(r, n_pairs)
+    fields_end = r.off
     (crc,) = r.take(U32_STRUCT, "payload CRC")
-    enc = make(
+    fields = dict(
         k_dtype=k_dtype,
         v_dtype=v_dtype,
         scale_dtype=scale_dtype,
@@ -539,7 +562,10 @@ def parse_fields(
         v_payload_len=v_len,
         scale_payload_len=s_len,
     )
-    check_consistency(enc)
+    enc = make(**fields)
+    check(enc)
+    values = tuple(getattr(hashes, name) for name in HASH_FIELDS)
+    _PARSED_HEADERS.put((bytes(mv[:fields_end]), table, check), {**fields, "hashes": values})
     return enc, r.off, crc
 
 

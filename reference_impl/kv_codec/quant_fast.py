@@ -24,6 +24,8 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 
+import numpy as np
+import numpy.typing as npt
 import torch
 
 from lmckv.reference_impl.kv_codec.errors import UnsupportedConfigError
@@ -32,10 +34,13 @@ from lmckv.reference_impl.kv_codec.quant_numba import (
     OUT_KINDS,
     PARALLEL_MIN,
     V_KINDS,
+    SmallPayload,
     applies,
     dequantize_into,
+    encode_small_into,
     group_absmax,
     quantize_into,
+    small_payload_plan,
     small_quantize_into,
     small_scales,
 )
@@ -56,6 +61,7 @@ _SMALL = 1 << 22  # elements up to which a full-size |V| temporary is cheaper th
 _SCALAR_SCALE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _MAGNITUDE_BITS = torch.tensor(0x7FFF, dtype=torch.int16)  # clears a 16-bit float's sign
 _LISTED_SCALES = 256  # groups up to which scales are computed per group in Python floats
+_COMPUTED_SCOPES = (ScaleScope.PER_TENSOR, ScaleScope.PER_LAYER_HEAD, ScaleScope.PER_PAGE_HEAD)
 _SCRATCH_VIEWS = 64  # shapes whose scratch views a thread keeps (see _scratch_f32)
 
 _E4M3 = {torch.float8_e4m3fn: 0}  # the quantized V the dequantize kernel reads
@@ -129,6 +135,44 @@ def compute_v_scales(
         return _float32_tensor(scales).view(amax.shape)
     amax = amax.to(torch.float32)
     return torch.where(amax > 0, true_divide(amax, qmax), ZERO_SCALE_SENTINEL)
+
+
+def small_payload(
+    v: torch.Tensor,
+    k: torch.Tensor,
+    scope: ScaleScope,
+    *,
+    scale_dtype: torch.dtype,
+    fp8_dtype: torch.dtype,
+    head_axis: int,
+    page_axis: int | None,
+) -> SmallPayload | None:
+    """How one kernel call writes this blob's payload (``write_small_payload``), where it
+    can: numba enabled; a non-empty contiguous CPU V under PARALLEL_MIN elements, a
+    contiguous CPU K, float32 scales computed from V, e4m3fn. Else None."""
+    if not (
+        fp8_dtype == torch.float8_e4m3fn
+        and scale_dtype == torch.float32
+        and scope in _COMPUTED_SCOPES
+        and 0 < v.numel() < PARALLEL_MIN
+        and applies(v, V_KINDS)
+        and k.device.type == "cpu"
+        and k.is_contiguous()
+    ):
+        return None
+    return small_payload_plan(tuple(v.shape), scope, head_axis, page_axis)
+
+
+def write_small_payload(
+    plan: SmallPayload,
+    v: torch.Tensor,
+    k: torch.Tensor,
+    blob: npt.NDArray[np.uint8],
+    offsets: tuple[int, int, int],
+) -> None:
+    """K, V quantized (Q-SCALE, Q-ROUND) and its float32 scales written into ``blob`` at
+    ``offsets`` (K, V, scales) by one kernel call, as ``plan`` says."""
+    encode_small_into(untracked(v), untracked(k), plan, blob, offsets)
 
 
 def _float32_tensor(values: list[float]) -> torch.Tensor:

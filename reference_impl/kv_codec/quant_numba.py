@@ -28,6 +28,11 @@ the last grouped axis, which share one scale. The scale of run ``r`` is at
 ``sum((r // divs[i]) % sizes[i] * strides[i])`` (``group_runs``), computed once per run,
 never per element.
 
+A small blob's payload in one call (``encode_small_into``): the amax pass, the scales
+(written as little-endian float32 bytes in the stored order), K's bytes and the Q-ROUND pass
+run in one kernel straight into the blob, so a 16-token page spends its time on its bytes
+rather than on a dozen calls between Python, torch and numpy.
+
 Threads: the work is split into one contiguous range per numba thread (``numba.prange``);
 numba's default is one thread per core, and ``NUMBA_NUM_THREADS`` (or
 ``numba.set_num_threads``) changes it. Tensors under ``PARALLEL_MIN`` elements run on one
@@ -40,11 +45,14 @@ import functools
 import math
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
 import torch
+
+from lmckv.reference_impl.kv_codec.header import ScaleScope
+from lmckv.reference_impl.kv_codec.quant_rules import ZERO_SCALE_SENTINEL, fp8_max, group_axes
 
 try:
     import numba
@@ -66,6 +74,10 @@ PARALLEL_MIN = 1 << 16
 V_KINDS = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
 #: Output dtypes of Q-DEQUANT the kernels write, by kernel kind.
 OUT_KINDS = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
+
+#: Q-SCALE's constants for e4m3fn, as the fused encode kernel takes them.
+_QMAX = np.float32(fp8_max(torch.float8_e4m3fn))
+_SENTINEL = np.float32(ZERO_SCALE_SENTINEL)
 
 _RAW = {1: torch.uint8, 2: torch.int16, 4: torch.int32}  # raw bits by element size
 
@@ -169,6 +181,56 @@ def small_quantize_into(v: torch.Tensor, table: npt.NDArray[np.float32], out: to
     run, divs, sizes, strides = group_runs(tuple(v.shape), table.shape)
     kernel_args = (run, divs, sizes, strides, _flat_bits(out), 1, V_KINDS[v.dtype])
     _map_serial(_flat_bits(v), table.reshape(-1), *kernel_args)
+
+
+class SmallPayload(NamedTuple):
+    """What ``encode_small_into`` needs of a V shape and scope, worked out once per shape:
+    the stored scale shape, the runs of the kept axes (``group_runs``) and where each group
+    of the V-order table stands in the stored one."""
+
+    scale_shape: tuple[int, ...]
+    run: int
+    divs: npt.NDArray[np.int64]
+    sizes: npt.NDArray[np.int64]
+    strides: npt.NDArray[np.int64]
+    store: npt.NDArray[np.int64]
+
+
+@functools.lru_cache(maxsize=256)
+def small_payload_plan(
+    shape: tuple[int, ...], scope: ScaleScope, head_axis: int, page_axis: int | None
+) -> SmallPayload:
+    """The SmallPayload of V of ``shape`` in ``scope`` (its groups by ``group_axes``; the
+    stored table is (page, head), the transpose of V's order when the page axis comes
+    after the head axis). Raises as ``group_axes`` does for bad axes."""
+    head, page = group_axes(len(shape), scope, head_axis, page_axis)
+    stored = [a for a in (page, head) if a is not None]
+    keep = sorted(stored)
+    group_shape = tuple(n if a in keep else 1 for a, n in enumerate(shape))
+    run, divs, sizes, strides = group_runs(shape, group_shape)
+    order: npt.NDArray[np.int64] = np.arange(math.prod(shape[a] for a in keep), dtype=np.int64)
+    if stored != keep:  # (page, head) stored, (head, page) in V
+        rows, cols = shape[keep[0]], shape[keep[1]]
+        order = np.asarray((order % cols) * rows + order // cols, dtype=np.int64)
+    return SmallPayload(tuple(shape[a] for a in stored), run, divs, sizes, strides, order)
+
+
+def encode_small_into(
+    v: torch.Tensor,
+    k: torch.Tensor,
+    plan: SmallPayload,
+    blob: npt.NDArray[np.uint8],
+    offsets: tuple[int, int, int],
+) -> None:
+    """A small blob's payload in one kernel call: K's bytes, V's e4m3fn bytes (Q-ROUND) and
+    the float32 scales (Q-SCALE over ``plan``'s groups, in its stored order) written into
+    ``blob`` at ``offsets`` (K, V, scales). ``v`` and ``k`` as ``applies`` takes them,
+    ``v`` non-empty and under PARALLEL_MIN elements; the scale rule is ``small_scales``'s,
+    the rounding ``quantize_into``'s."""
+    _encode_small(
+        _flat_bits(v), V_KINDS[v.dtype], plan.run, plan.divs, plan.sizes, plan.strides,
+        plan.store, _QMAX, _SENTINEL, k.reshape(-1).view(torch.uint8).numpy(), blob, *offsets,
+    )  # fmt: skip
 
 
 def quantize_into(v: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> None:
@@ -356,6 +418,39 @@ if numba is not None:
 
         return dequantize_one
 
+    def _amax_widener(kind: int) -> Any:
+        """An intrinsic: sign-cleared raw bits of V kind ``kind`` (held in an int64) ->
+        float32 of that magnitude, exactly (NaN for a NaN pattern)."""
+        raw_bits = 32 if kind == 2 else 16
+
+        @intrinsic
+        def widen_one(typingctx: Any, bits: Any) -> Any:
+            sig = types.float32(types.int64)
+
+            def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+                raw = builder.trunc(args[0], ir.IntType(raw_bits))
+                return _widen(builder, raw, kind)[0]
+
+            return sig, codegen
+
+        return widen_one
+
+    def _bits_reader() -> Any:
+        """An intrinsic: float32 -> its IEEE bits, as an unsigned 32-bit integer in an int64."""
+
+        @intrinsic
+        def f32_bits(typingctx: Any, x: Any) -> Any:
+            sig = types.int64(types.float32)
+
+            def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+                return builder.zext(builder.bitcast(args[0], ir.IntType(32)), ir.IntType(64))
+
+            return sig, codegen
+
+        return f32_bits
+
+    _w_f16, _w_bf16, _w_f32 = (_amax_widener(k) for k in range(3))
+    _f32_bits = _bits_reader()
     _q_f16, _q_bf16, _q_f32 = (_quantizer(k) for k in range(3))
     _dq_f16, _dq_bf16, _dq_f32 = (_dequantizer(k) for k in range(3))
 
@@ -468,3 +563,34 @@ if numba is not None:
         for c in numba.prange(nchunks):
             lo, hi = n * c // nchunks, n * (c + 1) // nchunks
             _map_range(src, scales, run, divs, sizes, strides, out, op, lo, hi)
+
+    @_compiled()
+    def _encode_small(
+        src: Any, kind: int, run: int, divs: Any, sizes: Any, strides: Any, store: Any,
+        qmax: Any, sentinel: Any, k_bytes: Any, blob: Any, k_off: int, v_off: int, s_off: int,
+    ) -> None:  # fmt: skip
+        """encode_small_into's kernel: amax per group, the scales (amax / qmax, one float32
+        division, or ``sentinel`` where amax > 0 is false) into ``blob`` at ``s_off`` in the
+        stored order, K's bytes at ``k_off``, Q-ROUND of V at ``v_off``."""
+        n = src.shape[0]
+        groups = store.shape[0]
+        best = np.zeros(groups, dtype=np.int64)
+        _absmax_range(src, run, divs, sizes, strides, best, 0, n)
+        scales = np.empty(groups, dtype=np.float32)
+        for g in range(groups):
+            if kind == 0:
+                amax = _w_f16(best[g])
+            elif kind == 1:
+                amax = _w_bf16(best[g])
+            else:
+                amax = _w_f32(best[g])
+            scale = amax / qmax if amax > 0 else sentinel
+            scales[g] = scale
+            bits = _f32_bits(scale)
+            at = s_off + 4 * store[g]
+            for b in range(4):
+                blob[at + b] = (bits >> (8 * b)) & 0xFF
+        k_dst = blob[k_off : k_off + k_bytes.shape[0]]
+        for i in range(np.uint64(0), np.uint64(k_bytes.shape[0])):  # unsigned: a vector copy
+            k_dst[i] = k_bytes[i]
+        _map_range(src, scales, run, divs, sizes, strides, blob[v_off : v_off + n], kind, 0, n)
