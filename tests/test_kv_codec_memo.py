@@ -92,10 +92,10 @@ BAD_FIELDS: dict[str, Any] = {
 def test_the_memo_key_holds_every_field_the_check_reads() -> None:
     """The key has one entry per field of BAD_FIELDS, and changing any of them changes it."""
     base = consistent_blob()
-    assert len(header_fields._fields_key(base)) == len(BAD_FIELDS)
+    assert len(header_fields.fields_key(base)) == len(BAD_FIELDS)
     for name, bad in BAD_FIELDS.items():
         changed = dataclasses.replace(base, **{name: bad})
-        assert header_fields._fields_key(changed) != header_fields._fields_key(base), name
+        assert header_fields.fields_key(changed) != header_fields.fields_key(base), name
 
 
 @pytest.mark.parametrize("name", sorted(BAD_FIELDS))
@@ -103,7 +103,7 @@ def test_a_field_changed_after_a_remembered_check_still_raises(name: str) -> Non
     enc = consistent_blob()
     header_fields.check_consistency(enc)
     header_fields.check_consistency(enc)  # the answer now comes from the memo
-    assert header_fields._fields_key(enc) in header_fields._CONSISTENT
+    assert header_fields.fields_key(enc) in header_fields._CONSISTENT
     setattr(enc, name, BAD_FIELDS[name])
     with pytest.raises(CorruptEncodedKVError):
         header_fields.check_consistency(enc)

@@ -31,10 +31,9 @@ from lmckv.reference_impl.kv_codec.header import (
     EncodedKV,
     ScaleScope,
     check_consistency,
-    check_writable,
     deserialize_header,
-    pack_header_fields,
     serialize_header,
+    writable_header_fields,
 )
 from lmckv.reference_impl.kv_codec.layout import LogicalShape, explicit_shape, logical_shape
 from lmckv.reference_impl.kv_codec.quant_fast import (
@@ -75,14 +74,20 @@ def _byte_view(
     return torch.frombuffer(buf, dtype=dtype, offset=offset, count=count)
 
 
-def _put(buf: bytearray | memoryview, offset: int, t: torch.Tensor) -> None:
-    """Write ``t``'s elements into ``buf`` at ``offset``, in C order and in t's own dtype,
-    from wherever ``t`` lives (a contiguous host tensor by one ``memmove``: one pass, and
-    none of the tensor calls a small blob would spend more time on than on its bytes)."""
+def _address(buf: bytearray | memoryview) -> int:
+    """The address of a writable host buffer's first byte (valid while ``buf`` is neither
+    resized nor released)."""
+    return ctypes.addressof(ctypes.c_char.from_buffer(buf))
+
+
+def _put(buf: bytearray | memoryview, offset: int, t: torch.Tensor, base: int) -> None:
+    """Write ``t``'s elements into ``buf`` (whose first byte is at ``base``) at ``offset``,
+    in C order and in t's own dtype, from wherever ``t`` lives (a contiguous host tensor by
+    one ``memmove``: one pass, and none of the tensor calls a small blob would spend more
+    time on than on its bytes)."""
     if not t.numel():
         return
     if t.device.type == "cpu" and t.is_contiguous():
-        base = ctypes.addressof(ctypes.c_char.from_buffer(buf))  # no array type per call
         ctypes.memmove(base + offset, t.data_ptr(), t.numel() * t.element_size())
         return
     _byte_view(buf, offset, t.numel(), t.dtype).view(t.shape).copy_(untracked(t))
@@ -282,8 +287,7 @@ class AsymK16V8Codec:
             v_payload_len=v.numel(),
             scale_payload_len=scale_len,
         )
-        check_writable(enc)
-        fields = pack_header_fields(enc)
+        fields = writable_header_fields(enc)
         head_len = len(fields) + 4  # then payload_crc32
         size = head_len + enc.expected_payload_len()
         buf: bytearray | memoryview = bytearray(size) if out is None else _destination(out, size)
@@ -322,7 +326,8 @@ class AsymK16V8Codec:
         device through one staged buffer and one copy to the host."""
         k_off, v_off, s_off = offsets
         if k.device.type == "cpu":
-            _put(buf, k_off, k)
+            base = _address(buf)
+            _put(buf, k_off, k, base)
             if v_quant is None:
                 v_dst = _byte_view(buf, v_off, v.numel(), self.fp8_dtype)
                 quantize_v_fp8(
@@ -335,8 +340,8 @@ class AsymK16V8Codec:
                     out=v_dst.view(v.shape),
                 )
             else:
-                _put(buf, v_off, v_quant)
-            _put(buf, s_off, scales)
+                _put(buf, v_off, v_quant, base)
+            _put(buf, s_off, scales, base)
         else:
             if v_quant is None:
                 v_quant = quantize_v_fp8(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -36,6 +37,7 @@ from lmckv.reference_impl.kv_codec.header_fields import (
     HeaderRecord,
     ScaleScope,
     check_consistency,
+    fields_key,
     parse_fields,
 )
 from lmckv.reference_impl.kv_codec.memo import BoundedMemo
@@ -59,6 +61,7 @@ __all__ = [
     "pack_header_fields",
     "parse_header_fields",
     "serialize_header",
+    "writable_header_fields",
     "writer_rule",
 ]
 
@@ -229,6 +232,28 @@ def check_writable(enc: EncodedKV) -> None:
         raise UnsupportedConfigError(
             f"refusing to write an inconsistent blob: {e}", rule=writer_rule(e.rule)
         ) from None
+
+
+# Speed only: headers already checked and packed. Keyed by every field the header holds
+# (check_consistency's fields and the hash values), so an entry cannot go stale.
+_WRITTEN_HEADERS: BoundedMemo[tuple[Any, ...], bytes] = BoundedMemo(16)
+
+
+def writable_header_fields(enc: EncodedKV) -> bytes:
+    """``check_writable`` then ``pack_header_fields``: every header byte but the CRC, of a
+    header the reader accepts (KV-ENCODE-REFUSE); a header written before is not checked
+    and packed again."""
+    try:
+        key = (fields_key(enc), tuple(getattr(enc.hashes, name) or "" for name in HASH_FIELDS))
+        packed = _WRITTEN_HEADERS.get(key)
+    except TypeError:  # a field of the wrong type: check it, remember nothing
+        check_writable(enc)
+        return pack_header_fields(enc)
+    if packed is None:
+        check_writable(enc)
+        packed = pack_header_fields(enc)
+        _WRITTEN_HEADERS.put(key, packed)
+    return packed
 
 
 def serialize_header(enc: EncodedKV) -> bytes:

@@ -313,7 +313,7 @@ def check_consistency(enc: HeaderRecord) -> None:
     Raises CorruptEncodedKVError for the first disagreement found (see _check_fields).
     """
     try:
-        key = _fields_key(enc)
+        key = fields_key(enc)
         known = key in _CONSISTENT
     except TypeError:  # a field of the wrong type: check it, remember nothing
         _check_fields(enc)
@@ -323,7 +323,7 @@ def check_consistency(enc: HeaderRecord) -> None:
         _CONSISTENT.put(key, True)
 
 
-def _fields_key(enc: HeaderRecord) -> tuple[Any, ...]:
+def fields_key(enc: HeaderRecord) -> tuple[Any, ...]:
     """Every field check_consistency reads."""
     return (
         enc.k_dtype,
