@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -89,6 +90,21 @@ def _compare(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     print(report)
     return decision.exit_code
+
+
+def _at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``minimum`` (else a usage error, exit 2)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
 
 
 def _ab(args: argparse.Namespace) -> int:
@@ -273,7 +289,9 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("base", help="current, a venv folder or a python executable")
     ab.add_argument("head", help="current, a venv folder or a python executable")
     ab.add_argument("--out", type=Path, required=True, help="folder for the files")
-    ab.add_argument("--pairs", type=int, default=8, help="process pairs (default 8)")
+    ab.add_argument(
+        "--pairs", type=_at_least(2), default=8, help="process pairs, at least 2 (default 8)"
+    )
     ab.add_argument("--full", action="store_true", help="the full plan (default: quick)")
     ab.add_argument("--base-env", action="append", default=[], metavar="VAR=VALUE")
     ab.add_argument("--head-env", action="append", default=[], metavar="VAR=VALUE")
@@ -289,7 +307,9 @@ def build_parser() -> argparse.ArgumentParser:
         "gate-check", help="A/A and injected-slowdown comparisons: does compare gate here?"
     )
     gate.add_argument("--out", type=Path, required=True, help="folder for the runs and summary")
-    gate.add_argument("--pairs", type=int, default=20, help="comparisons of each kind (20)")
+    gate.add_argument(
+        "--pairs", type=_at_least(1), default=20, help="comparisons of each kind (20)"
+    )
     gate.add_argument(
         "--slowdown", default="encode:1.2", help="injected slowdown, OP:FACTOR (encode:1.2)"
     )
@@ -297,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--only", action="append", choices=("compare", "ab"), help="measure one method only"
     )
     gate.add_argument(
-        "--ab-pairs", type=int, default=8, help="process pairs of each ab session (8)"
+        "--ab-pairs", type=_at_least(2), default=8, help="process pairs of each ab session (8)"
     )
     gate.set_defaults(func=_gate_check)
 

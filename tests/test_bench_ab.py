@@ -30,6 +30,24 @@ def test_sides_are_checked_before_any_measurement(tmp_path: Path) -> None:
     assert code == 2 and not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["ab", "current", "current", "--pairs", "1"],  # the signed-rank test needs pairs
+        ["ab", "current", "current", "--pairs", "two"],
+        ["gate-check", "--pairs", "0"],
+        ["gate-check", "--ab-pairs", "1"],
+    ],
+)
+def test_too_few_pairs_is_a_usage_error_before_any_measurement(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main([*argv, "--out", str(tmp_path / "o")])
+    assert stop.value.code == 2 and not (tmp_path / "o").exists()
+    assert "pairs" in capsys.readouterr().err
+
+
 def test_an_interleaved_session_finds_an_injected_slowdown(tmp_path: Path) -> None:
     base = resolve_side("base", "current", {SLOWDOWN_ENV: ""})
     head = resolve_side("head", "current", {SLOWDOWN_ENV: "encode:3"})

@@ -473,9 +473,11 @@ def _check_scale_shape(enc: HeaderRecord, elems: int) -> None:
 # its bytes alone, so a buffer that starts with the same bytes (up to the payload CRC)
 # parses to the same fields: a stream of pages of one geometry skips the parse. Keyed by
 # those bytes, the dtype table and the consistency check that passed them (a test that
-# swaps the check gets entries of its own); holds the immutable fields (the hash values as
-# a tuple: each record gets its own CodecHashes).
-_PARSED_HEADERS: BoundedMemo[tuple[bytes, DTypeTable[Any], Callable[..., None]], dict[str, Any]]
+# swaps the check gets entries of its own); holds the immutable fields and the hash values
+# (each record gets a CodecHashes of its own).
+_PARSED_HEADERS: BoundedMemo[
+    tuple[bytes, DTypeTable[Any], Callable[..., None]], tuple[dict[str, Any], tuple[str, ...]]
+]
 _PARSED_HEADERS = BoundedMemo(4)
 
 
@@ -497,7 +499,7 @@ def parse_fields(
             f"not a contiguous byte buffer: {e}", rule="KV-TRUNCATED"
         ) from None
     check = check_consistency
-    for (raw, known_table, known_check), known in _PARSED_HEADERS.items():
+    for (raw, known_table, known_check), (known, hash_values) in _PARSED_HEADERS.items():
         end = len(raw)
         if (
             known_table is table
@@ -506,8 +508,8 @@ def parse_fields(
             and mv[:end] == raw
         ):
             (crc,) = U32_STRUCT.unpack_from(mv, end)
-            hashes = CodecHashes(*known["hashes"])
-            return make(**{**known, "hashes": hashes}), end + U32_STRUCT.size, crc
+            hashes = CodecHashes(*hash_values)
+            return make(hashes=hashes, **known), end + U32_STRUCT.size, crc
     r = _Reader(mv)
     (magic, version, scope_id, k_id, v_id, s_id, reserved, *geometry) = r.take(
         FIXED_STRUCT, "fixed header"
@@ -550,7 +552,6 @@ def parse_fields(
         v_dtype=v_dtype,
         scale_dtype=scale_dtype,
         scale_scope=scope,
-        hashes=hashes,
         layer_id=layer_id,
         chunk_id=chunk_id,
         chunk_size=chunk_size,
@@ -562,10 +563,10 @@ def parse_fields(
         v_payload_len=v_len,
         scale_payload_len=s_len,
     )
-    enc = make(**fields)
+    enc = make(hashes=hashes, **fields)
     check(enc)
     values = tuple(getattr(hashes, name) for name in HASH_FIELDS)
-    _PARSED_HEADERS.put((bytes(mv[:fields_end]), table, check), {**fields, "hashes": values})
+    _PARSED_HEADERS.put((bytes(mv[:fields_end]), table, check), (fields, values))
     return enc, r.off, crc
 
 

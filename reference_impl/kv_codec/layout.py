@@ -14,6 +14,7 @@ tokens / page_size when ``page_size`` is set and divides a positive token count.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -31,34 +32,47 @@ class LogicalShape(NamedTuple):
     page_axis: int | None
 
 
-def _tokens(enc: EncodedKV, elems: int) -> tuple[int, int, int] | None:
-    heads = enc.kv_head_count
-    if heads <= 0 and enc.scale_scope in (ScaleScope.PER_LAYER_HEAD, ScaleScope.PER_PAGE_HEAD):
-        heads = enc.scale_shape[-1]
-    if heads <= 0 or enc.head_dim <= 0 or elems % (heads * enc.head_dim):
-        return None
-    return elems // (heads * enc.head_dim), heads, enc.head_dim
-
-
 def logical_shape(enc: EncodedKV, layout: str | None = None) -> LogicalShape | None:
     """The rule above for ``enc``; None when the header lacks H or D (flat payload)."""
-    name = enc.hashes.kv_layout if layout is None else layout
-    name = name or "NHD"
+    name = (enc.hashes.kv_layout if layout is None else layout) or "NHD"
     if name not in LAYOUTS:
         raise UnsupportedConfigError(
             f"kv_layout {name!r} is not one of {LAYOUTS}; pass layout= or shape= to decode",
             rule="KV-LAYOUT-NAME",
         )
-    elems = enc.element_count
-    found = _tokens(enc, elems)
-    if found is None:
+    return _shape_rule(
+        name,
+        enc.element_count,
+        enc.scale_scope,
+        tuple(enc.scale_shape),
+        enc.page_size,
+        enc.kv_head_count,
+        enc.head_dim,
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _shape_rule(
+    name: str,
+    elems: int,
+    scope: ScaleScope,
+    scale_shape: tuple[int, ...],
+    page_size: int,
+    heads: int,
+    dim: int,
+) -> LogicalShape | None:
+    """logical_shape from the values it reads (remembered: a small blob's decode would
+    otherwise spend as long here as on one of its tensors)."""
+    if heads <= 0 and scope in (ScaleScope.PER_LAYER_HEAD, ScaleScope.PER_PAGE_HEAD):
+        heads = scale_shape[-1]
+    if heads <= 0 or dim <= 0 or elems % (heads * dim):
         return None
-    tokens, heads, dim = found
+    tokens = elems // (heads * dim)
     pages: int | None = None
-    if enc.scale_scope == ScaleScope.PER_PAGE_HEAD and enc.scale_shape[0] > 0:
-        pages = enc.scale_shape[0]
-    elif enc.page_size > 0 and tokens > 0 and tokens % enc.page_size == 0:
-        pages = tokens // enc.page_size
+    if scope == ScaleScope.PER_PAGE_HEAD and scale_shape[0] > 0:
+        pages = scale_shape[0]
+    elif page_size > 0 and tokens > 0 and tokens % page_size == 0:
+        pages = tokens // page_size
     if pages is None:
         if name == "NHD":
             return LogicalShape((tokens, heads, dim), 1, None)
