@@ -114,7 +114,10 @@ def _section(
         with warnings.catch_warnings():  # read-only source: the view is cloned at once
             warnings.simplefilter("ignore", UserWarning)
             flat = torch.frombuffer(payload, dtype=dtype, offset=offset, count=count).clone()
-    return flat if shape == (count,) else flat.view(shape)
+    if shape == (count,):
+        return flat
+    # view(*dims) costs half of view(tuple) in torch 2.13's argument parsing; () needs the tuple.
+    return flat.view(*shape) if shape else flat.view(shape)
 
 
 class AsymK16V8Codec:
