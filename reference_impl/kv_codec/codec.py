@@ -85,10 +85,11 @@ def _put(buf: bytearray | memoryview, offset: int, t: torch.Tensor, base: int) -
     in C order and in t's own dtype, from wherever ``t`` lives (a contiguous host tensor by
     one ``memmove``: one pass, and none of the tensor calls a small blob would spend more
     time on than on its bytes)."""
-    if not t.numel():
+    n = t.nbytes
+    if not n:
         return
-    if t.device.type == "cpu" and t.is_contiguous():
-        ctypes.memmove(base + offset, t.data_ptr(), t.numel() * t.element_size())
+    if t.is_cpu and t.is_contiguous():
+        ctypes.memmove(base + offset, t.data_ptr(), n)
         return
     _byte_view(buf, offset, t.numel(), t.dtype).view(t.shape).copy_(untracked(t))
 
