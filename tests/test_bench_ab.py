@@ -51,16 +51,18 @@ def test_too_few_pairs_is_a_usage_error_before_any_measurement(
 def test_an_interleaved_session_finds_an_injected_slowdown(tmp_path: Path) -> None:
     base = resolve_side("base", "current", {SLOWDOWN_ENV: ""})
     head = resolve_side("head", "current", {SLOWDOWN_ENV: "encode:3"})
-    result = run_ab(tmp_path, base, head, plan=TINY, pairs=7)
+    # 6 pairs: the signed-rank test's smallest p (2 ** -6) is under Holm's first threshold
+    # over the plan's two operations (0.05 / 2).
+    result = run_ab(tmp_path, base, head, plan=TINY, pairs=6)
     ops = {d.op: d for d in result.decision.ops}
     assert result.decision.paired and result.decision.exit_code == EXIT_REGRESSION
-    assert ops["encode"].outcome == "regression" and ops["encode"].n_base == 7
+    assert ops["encode"].outcome == "regression" and ops["encode"].n_base == 6
     assert ops["encode"].ratio > 2.0
     assert ops["parse"].outcome != "regression"
     for side, path in (("base", result.base_file), ("head", result.head_file)):
         header, rows = load(path)
         assert header["config"]["ab"]["side"] == side and path.parent.name == side
-        assert all(r["processes"] == 7 for r in rows if r["kind"] == "throughput")
+        assert all(r["processes"] == 6 for r in rows if r["kind"] == "throughput")
     data = json.loads((tmp_path / "ab.json").read_text())
     assert data["paired"] is True and data["exit_code"] == EXIT_REGRESSION
     assert "Wilcoxon signed-rank" in (tmp_path / "ab.md").read_text()
