@@ -8,7 +8,6 @@ re-exports the names of ``lmcache.v1.kv_codec`` that are defined there.
 
 from __future__ import annotations
 
-import operator
 import struct
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +38,7 @@ from lmckv.reference_impl.kv_codec.header_fields import (
     ScaleScope,
     check_consistency,
     fields_key,
+    hash_values,
     parse_fields,
 )
 from lmckv.reference_impl.kv_codec.memo import BoundedMemo
@@ -235,10 +235,6 @@ def check_writable(enc: EncodedKV) -> None:
         ) from None
 
 
-#: The hash values of a CodecHashes in HASH_FIELDS order, None where unset (one C call).
-_hash_values = operator.attrgetter(*HASH_FIELDS)
-
-
 # Speed only: headers already checked and packed. Keyed by every field the header holds
 # (check_consistency's fields and the hash values), so an entry cannot go stale.
 _WRITTEN_HEADERS: BoundedMemo[tuple[Any, ...], bytes] = BoundedMemo(16)
@@ -249,7 +245,7 @@ def writable_header_fields(enc: EncodedKV) -> bytes:
     header the reader accepts (KV-ENCODE-REFUSE); a header written before is not checked
     and packed again."""
     try:
-        key = (fields_key(enc), _hash_values(enc.hashes))
+        key = (fields_key(enc), hash_values(enc.hashes))
         packed = _WRITTEN_HEADERS.get(key)
     except TypeError:  # a field of the wrong type: check it, remember nothing
         check_writable(enc)

@@ -33,6 +33,7 @@ followed by the payload: K bytes, V bytes, scale bytes.
 from __future__ import annotations
 
 import math
+import operator
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -111,6 +112,8 @@ class CodecHashes:
 
 
 HASH_FIELDS: tuple[str, ...] = CodecHashes._CHECK_ORDER
+#: A CodecHashes' values in HASH_FIELDS order (one C call).
+hash_values: Callable[[CodecHashes], tuple[str, ...]] = operator.attrgetter(*HASH_FIELDS)
 
 
 class DTypeLike(Protocol):
@@ -279,7 +282,7 @@ def _read_hashes(r: _Reader, n_pairs: int) -> CodecHashes:
             r.off = end
             return CodecHashes(*values)
     hashes = _parse_hashes(r, n_pairs)
-    values = tuple(getattr(hashes, name) for name in HASH_FIELDS)
+    values = hash_values(hashes)
     _PARSED_SECTIONS.put(bytes(r.buf[start : r.off]), values)
     return hashes
 
@@ -476,7 +479,8 @@ def _check_scale_shape(enc: HeaderRecord, elems: int) -> None:
 # swaps the check gets entries of its own); holds the immutable fields and the hash values
 # (each record gets a CodecHashes of its own).
 _PARSED_HEADERS: BoundedMemo[
-    tuple[bytes, DTypeTable[Any], Callable[..., None]], tuple[dict[str, Any], tuple[str, ...]]
+    tuple[bytes, DTypeTable[Any], Callable[..., None]],
+    tuple[dict[str, Any], tuple[str, ...]],
 ]
 _PARSED_HEADERS = BoundedMemo(4)
 
@@ -499,7 +503,7 @@ def parse_fields(
             f"not a contiguous byte buffer: {e}", rule="KV-TRUNCATED"
         ) from None
     check = check_consistency
-    for (raw, known_table, known_check), (known, hash_values) in _PARSED_HEADERS.items():
+    for (raw, known_table, known_check), (known, known_hashes) in _PARSED_HEADERS.items():
         end = len(raw)
         if (
             known_table is table
@@ -508,7 +512,7 @@ def parse_fields(
             and mv[:end] == raw
         ):
             (crc,) = U32_STRUCT.unpack_from(mv, end)
-            hashes = CodecHashes(*hash_values)
+            hashes = CodecHashes(*known_hashes)
             return make(hashes=hashes, **known), end + U32_STRUCT.size, crc
     r = _Reader(mv)
     (magic, version, scope_id, k_id, v_id, s_id, reserved, *geometry) = r.take(
@@ -565,7 +569,7 @@ def parse_fields(
     )
     enc = make(hashes=hashes, **fields)
     check(enc)
-    values = tuple(getattr(hashes, name) for name in HASH_FIELDS)
+    values = hash_values(hashes)
     _PARSED_HEADERS.put((bytes(mv[:fields_end]), table, check), (fields, values))
     return enc, r.off, crc
 
