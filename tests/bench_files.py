@@ -1,8 +1,10 @@
 """Results files and plans the bench tests share: a constructed machine record and
-environment, a writer of throughput rows, and the tiny plan real measurements use."""
+environment, a writer of throughput rows, synthetic runs shaped like the quick plan (the
+decision's and gate-check's tests), and the tiny plan real measurements use."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -54,3 +56,83 @@ def tiny_plan(processes: int) -> ThroughputPlan:
         devices=("cpu",),
         processes=processes,
     )
+
+
+#: A synthetic run has the quick plan's CPU rows: 4 operations x 3 cases x 2 dtypes x 4
+#: scopes = 96 gated reference rows, each with its limit.
+OPS = {"encode": "memcpy", "parse": "crc32", "decode_fp8": "memcpy", "decode_dequant": "memcpy"}
+CASES = ("page16", "chunk256-7b", "64MiB")
+DTYPES = ("float16", "bfloat16")
+SCOPES = ("PER_TENSOR", "PER_LAYER_HEAD", "PER_PAGE_HEAD", "EXTERNAL")
+
+
+def throughput_row(
+    op: str, impl: str, scope: str | None, case: str, dtype: str, samples: Any
+) -> dict[str, Any]:
+    """A CPU throughput row of ``samples`` (per process, per round) against its
+    operation's limit (``OPS``); a limit's own row when ``scope`` is None."""
+    flat = sorted(s for p in samples for s in p)
+    return {
+        "kind": "throughput",
+        "op": op,
+        "impl": impl,
+        "device": "cpu",
+        "scope": scope,
+        "dtype": dtype,
+        "case": case,
+        "bytes": 1000,
+        "rounds": len(flat),
+        "median_s": flat[len(flat) // 2],
+        "iqr_s": 0.0,
+        "gbps": 1.0,
+        "limit": None if scope is None else OPS.get(op),
+        "ratio_to_limit": None,
+        "ratio_to_upstream": None,
+        "samples_by_process": samples,
+        "processes": len(samples),
+    }
+
+
+def synthetic_run(
+    seed: int,
+    *,
+    processes: int = 5,
+    rounds: int = 2,
+    slowdown: dict[str, float] | None = None,
+    machine: list[float] | None = None,
+    spread: float = 0.05,
+    limit_factor: float = 1.0,
+) -> list[dict[str, Any]]:
+    """One run's throughput rows. ``machine``: each process's speed (default: drawn, up to
+    ``spread`` apart); ``limit_factor`` scales the limits alone (the machine changed in a way
+    the limits see)."""
+    rng = random.Random(seed)
+    speed = machine or [rng.uniform(1.0, 1.0 + spread) for _ in range(processes)]
+    rows = []
+    for case in CASES:
+        for dtype in DTYPES:
+
+            def samples(center: float, factor: float = 1.0) -> list[list[float]]:
+                out = []
+                for level in speed:
+                    process_noise = rng.lognormvariate(0.0, 0.05)  # this row in this process
+                    out.append(
+                        [
+                            center * factor * level * process_noise * rng.lognormvariate(0, 0.03)
+                            for _ in range(rounds)
+                        ]
+                    )
+                return out
+
+            for limit in sorted(set(OPS.values())):
+                op = "crc32" if limit == "crc32" else "copy"
+                rows.append(
+                    throughput_row(op, limit, None, case, dtype, samples(0.1, limit_factor))
+                )
+            for op in OPS:
+                factor = (slowdown or {}).get(op, 1.0)
+                for scope in SCOPES:
+                    rows.append(
+                        throughput_row(op, "reference", scope, case, dtype, samples(1.0, factor))
+                    )
+    return rows

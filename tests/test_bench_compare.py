@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bench_files import MACHINE, tiny_plan, write_results
+from bench_files import MACHINE, throughput_row, tiny_plan, write_results
 
 from lmckv.bench.cli import main
 from lmckv.bench.compare import (
@@ -84,27 +84,9 @@ def test_hodges_lehmann_shift_and_interval() -> None:
 
 
 def _row(impl: str, by_process: list[list[float]], op: str = "encode", **kw: Any) -> dict[str, Any]:
-    flat = sorted(s for p in by_process for s in p)
-    return {
-        "kind": "throughput",
-        "op": op,
-        "impl": impl,
-        "device": "cpu",
-        "scope": "PER_TENSOR",
-        "dtype": "float16",
-        "case": "page16",
-        "bytes": 1000,
-        "rounds": len(flat),
-        "median_s": flat[len(flat) // 2],
-        "iqr_s": 0.0,
-        "gbps": 1.0,
-        "limit": "memcpy",
-        "ratio_to_limit": None,
-        "ratio_to_upstream": None,
-        "samples_by_process": by_process,
-        "processes": len(by_process),
-        **kw,
-    }
+    """A page16 float16 PER_TENSOR row against memcpy; ``kw`` overrides fields."""
+    row = throughput_row(op, impl, "PER_TENSOR", "page16", "float16", by_process)
+    return {**row, "limit": "memcpy", **kw}
 
 
 def _drift(seed: int) -> list[list[float]]:

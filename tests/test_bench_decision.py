@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bench_files import write_results
+from bench_files import synthetic_run, throughput_row, write_results
 
 from lmckv.bench.cli import main
 from lmckv.bench.compare import bench_id, compare_rows
@@ -29,75 +29,6 @@ from lmckv.bench.decision import (
     processes_needed,
 )
 from lmckv.bench.verdict import min_p_paired, min_p_unpaired, paired_shift
-
-OPS = {"encode": "memcpy", "parse": "crc32", "decode_fp8": "memcpy", "decode_dequant": "memcpy"}
-CASES = ("page16", "chunk256-7b", "64MiB")
-DTYPES = ("float16", "bfloat16")
-SCOPES = ("PER_TENSOR", "PER_LAYER_HEAD", "PER_PAGE_HEAD", "EXTERNAL")
-
-
-def _row(op: str, impl: str, scope: str | None, case: str, dtype: str, samples: Any) -> dict:
-    flat = sorted(s for p in samples for s in p)
-    return {
-        "kind": "throughput",
-        "op": op,
-        "impl": impl,
-        "device": "cpu",
-        "scope": scope,
-        "dtype": dtype,
-        "case": case,
-        "bytes": 1000,
-        "rounds": len(flat),
-        "median_s": flat[len(flat) // 2],
-        "iqr_s": 0.0,
-        "gbps": 1.0,
-        "limit": None if scope is None else OPS[op],
-        "ratio_to_limit": None,
-        "ratio_to_upstream": None,
-        "samples_by_process": samples,
-        "processes": len(samples),
-    }
-
-
-def synthetic_run(
-    seed: int,
-    *,
-    processes: int = 5,
-    rounds: int = 2,
-    slowdown: dict[str, float] | None = None,
-    machine: list[float] | None = None,
-    spread: float = 0.05,
-    limit_factor: float = 1.0,
-) -> list[dict[str, Any]]:
-    """One run's throughput rows. ``machine``: each process's speed (default: drawn, up to
-    ``spread`` apart); ``limit_factor`` scales the limits alone (the machine changed in a way
-    the limits see)."""
-    rng = random.Random(seed)
-    speed = machine or [rng.uniform(1.0, 1.0 + spread) for _ in range(processes)]
-    rows = []
-    for case in CASES:
-        for dtype in DTYPES:
-
-            def samples(center: float, factor: float = 1.0) -> list[list[float]]:
-                out = []
-                for level in speed:
-                    process_noise = rng.lognormvariate(0.0, 0.05)  # this row in this process
-                    out.append(
-                        [
-                            center * factor * level * process_noise * rng.lognormvariate(0, 0.03)
-                            for _ in range(rounds)
-                        ]
-                    )
-                return out
-
-            for limit in sorted(set(OPS.values())):
-                op = "crc32" if limit == "crc32" else "copy"
-                rows.append(_row(op, limit, None, case, dtype, samples(0.1, limit_factor)))
-            for op in OPS:
-                factor = (slowdown or {}).get(op, 1.0)
-                for scope in SCOPES:
-                    rows.append(_row(op, "reference", scope, case, dtype, samples(1.0, factor)))
-    return rows
 
 
 def gated_rows(rows: list[dict[str, Any]]) -> int:
@@ -128,8 +59,10 @@ def test_holm_steps_down_and_stops_at_the_first_acceptance() -> None:
 
 
 def test_process_values_are_medians_over_the_limit_of_the_same_process() -> None:
-    row = _row("encode", "reference", "PER_TENSOR", "page16", "float16", [[2.0, 4.0], [6.0]])
-    limit = _row("copy", "memcpy", None, "page16", "float16", [[1.0, 3.0], [2.0]])
+    row = throughput_row(
+        "encode", "reference", "PER_TENSOR", "page16", "float16", [[2.0, 4.0], [6.0]]
+    )
+    limit = throughput_row("copy", "memcpy", None, "page16", "float16", [[1.0, 3.0], [2.0]])
     assert process_values(row, limit) == [1.5, 3.0]
     assert process_values(row) == [3.0, 6.0]
     with pytest.raises(ValueError, match="processes"):
