@@ -11,9 +11,11 @@
   session and judged in pairs (``bench.ab``): the form that holds on a shared runner.
 - ``targets FILE [--strict]``: the reference's performance targets; ``--strict`` exits 1
   when one fails.
-- ``gate-check --out DIR [--pairs N] [--slowdown OP:FACTOR] [--only compare|ab]``: how often
-  ``compare`` (separate runs) and ``ab`` (interleaved) call identical code a regression and
-  catch an injected slowdown on this machine (``bench.gate_check``).
+- ``gate-check --out DIR [--pairs N] [--slowdown OP:FACTOR] [--only compare|ab] [--load
+  spin,copy]``: how often ``compare`` (separate runs) and ``ab`` (interleaved) call identical
+  code a regression and catch an injected slowdown on this machine, idle or beside a stated
+  load (``bench.gate_check``); ``gate-check --judge DIR...`` judges earlier measurements
+  again, together.
 - ``gpu-check --out DIR``: the short GPU check (``bench.gpu_check``).
 - ``e2e --model PATH [--text FILE] [--context N] [--full] --out DIR``: the end-to-end
   measurement on an operator's own model (``bench.e2e_run``); a model it cannot run is one
@@ -107,6 +109,27 @@ def _at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
+def _slowdown(text: str) -> str:
+    """An argparse type: an injected slowdown ``OP:FACTOR`` (``bench.impls``), kept as text."""
+    from lmckv.bench.impls import parse_slowdown
+
+    try:
+        parse_slowdown(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
+def _load_kinds(text: str) -> tuple[str, ...]:
+    """An argparse type: background load kinds (``bench.background``)."""
+    from lmckv.bench.background import parse_load
+
+    try:
+        return parse_load(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _ab(args: argparse.Namespace) -> int:
     from lmckv.bench import throughput
     from lmckv.bench.ab import SideError, parse_env, resolve_side, run_ab
@@ -146,14 +169,17 @@ def _targets(args: argparse.Namespace) -> int:
 
 
 def _gate_check(args: argparse.Namespace) -> int:
-    from lmckv.bench.gate_check import METHODS, run_gate_check
+    from lmckv.bench.gate_check import METHODS, rejudge, run_gate_check
 
+    if args.judge:
+        return rejudge(args.judge, args.slowdown)
     return run_gate_check(
         args.out,
         pairs=args.pairs,
         slowdown=args.slowdown,
         methods=tuple(args.only or METHODS),
         ab_pairs=args.ab_pairs,
+        load=args.load,
     )
 
 
@@ -306,18 +332,35 @@ def build_parser() -> argparse.ArgumentParser:
     gate = sub.add_parser(
         "gate-check", help="A/A and injected-slowdown comparisons: does compare gate here?"
     )
-    gate.add_argument("--out", type=Path, required=True, help="folder for the runs and summary")
+    source = gate.add_mutually_exclusive_group(required=True)
+    source.add_argument("--out", type=Path, help="folder for the runs and summary")
+    source.add_argument(
+        "--judge",
+        type=Path,
+        action="append",
+        metavar="DIR",
+        help="judge the runs of earlier --out folders again, together (measures nothing)",
+    )
     gate.add_argument(
         "--pairs", type=_at_least(1), default=20, help="comparisons of each kind (20)"
     )
     gate.add_argument(
-        "--slowdown", default="encode:1.2", help="injected slowdown, OP:FACTOR (encode:1.2)"
+        "--slowdown",
+        type=_slowdown,
+        default="encode:1.2",
+        help="injected slowdown, OP:FACTOR (encode:1.2)",
     )
     gate.add_argument(
         "--only", action="append", choices=("compare", "ab"), help="measure one method only"
     )
     gate.add_argument(
         "--ab-pairs", type=_at_least(2), default=8, help="process pairs of each ab session (8)"
+    )
+    gate.add_argument(
+        "--load",
+        type=_load_kinds,
+        default=(),
+        help="a stated background load while measuring: spin, copy or spin,copy",
     )
     gate.set_defaults(func=_gate_check)
 

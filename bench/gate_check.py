@@ -1,7 +1,8 @@
 """How well the gate holds on this machine: A/A pairs and injected slowdowns, both methods.
 
     lmckv bench gate-check --out DIR [--pairs 20] [--slowdown encode:1.2] [--ab-pairs 8]
-                           [--only compare|ab]
+                           [--only compare|ab] [--load spin,copy]
+    lmckv bench gate-check --judge DIR [--judge DIR ...] [--slowdown encode:1.2]
 
 Measures the full quick plan (every case, dtype and implementation it has), with the
 reference slowed through ``LMCKV_BENCH_SLOWDOWN`` (``bench.impls``) where a comparison needs
@@ -20,9 +21,12 @@ a regression verdict (exit 1), and, for ``ab`` (the form the README's CI snippet
 least ``19 * pairs / 20`` slowed ones do; compare's detection rate is reported, not
 required (separate runs cannot promise it under drift). Writes the results files under
 ``DIR/compare`` and ``DIR/ab`` and a Markdown summary ``DIR/gate-check.md``; exit 0 when it
-holds, 1 when not. A full measurement is long (on 2 cores: a quick-plan run or an ab
-process pair takes about a minute of throughput work, times 41 runs and ``2 * pairs *
-ab_pairs`` pairs): run it on the runner you gate on, with its usual load.
+holds, 1 when not. A full measurement is long (on 2 cores: a quick-plan run takes about 3
+minutes, an ab session of 8 process pairs about 4, times 41 runs and ``2 * pairs``
+sessions): run it on the runner you gate on, with its usual load, or with a stated one
+(``--load spin,copy``: ``bench.background``, started before the first run and stopped after
+the last). ``--judge DIR...`` judges the files of earlier measurements again, together, and
+measures nothing: a long measurement split over several jobs is summarized as one.
 """
 
 from __future__ import annotations
@@ -30,17 +34,18 @@ from __future__ import annotations
 import os
 import sys
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import pairwise
 from pathlib import Path
 
 from lmckv.bench.ab import Side, measure_pairs
-from lmckv.bench.compare import compare_rows
+from lmckv.bench.background import background_load
+from lmckv.bench.compare import EXIT_USAGE, compare_rows
 from lmckv.bench.decision import EXIT_REGRESSION, RunDecision
 from lmckv.bench.impls import SLOWDOWN_ENV, parse_slowdown
-from lmckv.bench.results import load
+from lmckv.bench.results import load, results_order
 from lmckv.bench.runner import run_benchmarks
 from lmckv.bench.throughput import QUICK, ThroughputPlan
 
@@ -53,6 +58,11 @@ AB_PAIRS = 8
 #: slowed ones that must (1 and 19 of 20).
 MAX_FALSE_ALARMS = Fraction(1, 20)
 MIN_DETECTED = Fraction(19, 20)
+#: The folders of one measurement: compare's runs by kind, ab's sessions by kind (a
+#: session folder is ``NN-aa`` or ``NN-slowed``, NN its place in the series).
+PLAIN, SLOWED, AA = "plain", "slowed", "aa"
+#: Longest a background load may run (it is stopped when the measurement ends).
+LOAD_MAX_S = 12 * 3600
 
 
 @dataclass(frozen=True)
@@ -107,7 +117,7 @@ def measure(
             else:
                 os.environ.pop(SLOWDOWN_ENV, None)
             path, _, wall = run_benchmarks(
-                out / ("slowed" if slow else "plain"),
+                out / (SLOWED if slow else PLAIN),
                 mode="quick",
                 plan=plan,
                 families=(),
@@ -134,33 +144,75 @@ def measure_ab(
     ab_pairs: int = AB_PAIRS,
     plan: ThroughputPlan = PLAN,
     progress: Callable[[str], object] = lambda line: None,
-) -> tuple[list[Outcome], list[Outcome]]:
-    """Interleaved sessions: ``pairs`` A/A and ``pairs`` slowed, alternating; judged."""
+) -> None:
+    """Interleaved sessions: ``pairs`` A/A and ``pairs`` slowed, alternating, each in its
+    own folder (``NN-aa``, ``NN-slowed``)."""
     parse_slowdown(slowdown)
     plain = Side("base", "current", sys.executable, {SLOWDOWN_ENV: ""})
     same = Side("head", "current", sys.executable, {SLOWDOWN_ENV: ""})
     slowed = Side("head", "current", sys.executable, {SLOWDOWN_ENV: slowdown})
-    aa: list[Outcome] = []
-    slow: list[Outcome] = []
     for index in range(2 * pairs):
-        head, kind = (slowed, "slowed") if index % 2 else (same, "A/A")
-        files = measure_pairs(
-            out / f"{index:02d}-{'slowed' if index % 2 else 'aa'}",
-            plain,
-            head,
-            plan=plan,
-            pairs=ab_pairs,
+        session = session_folder(out, index)
+        measure_pairs(session, plain, slowed if index % 2 else same, plan=plan, pairs=ab_pairs)
+        result = judge_session(session)
+        progress(f"ab session {index + 1}/{2 * pairs} ({session.name}): exit {result.exit_code}")
+
+
+def session_folder(out: Path, index: int) -> Path:
+    """The folder of ab session ``index`` (0-based): A/A sessions even, slowed ones odd."""
+    return out / f"{index:02d}-{SLOWED if index % 2 else AA}"
+
+
+def judge_session(session: Path) -> Outcome:
+    """One ab session folder (``base/`` and ``head/`` results files) judged."""
+    base, head = (_one_file(session / side) for side in ("base", "head"))
+    return judge_paired(base, head)
+
+
+class FolderError(ValueError):
+    """A measurement folder that cannot be judged (a session left unfinished)."""
+
+
+def _one_file(folder: Path) -> Path:
+    files = sorted(folder.glob("bench-*.jsonl"))
+    if len(files) != 1:
+        raise FolderError(f"{folder}: expected one results file, found {len(files)}")
+    return files[0]
+
+
+Results = dict[str, tuple[list[Outcome], list[Outcome]]]
+
+
+def judge_folders(folders: Sequence[Path]) -> Results:
+    """Each method's A/A and slowed outcomes from measurement folders, together.
+
+    compare: in each folder, its plain runs in the order they were made
+    (``results.results_order``), each against the next (A/A) and each against the slowed
+    run made after it; pairs never span two folders. ab: every session folder, judged on
+    its own. A method with nothing in any folder is left out."""
+    results: Results = {}
+    for folder in folders:
+        plain, slowed = (
+            sorted((folder / "compare" / kind).glob("bench-*.jsonl"), key=results_order)
+            for kind in (PLAIN, SLOWED)
         )
-        result = judge_paired(*files)
-        (slow if index % 2 else aa).append(result)
-        progress(f"ab session {index + 1}/{2 * pairs} ({kind}): exit {result.exit_code}")
-    return aa, slow
+        if plain:
+            aa, slow = results.setdefault("compare", ([], []))
+            aa.extend(judge_separate(a, b) for a, b in pairwise(plain))
+            slow.extend(judge_separate(a, b) for a, b in zip(plain, slowed, strict=False))
+        for session in sorted((folder / "ab").glob("[0-9][0-9]-*")):
+            aa, slow = results.setdefault("ab", ([], []))
+            (slow if session.name.endswith(f"-{SLOWED}") else aa).append(judge_session(session))
+    return results
 
 
 def summarize(
-    results: dict[str, tuple[Sequence[Outcome], Sequence[Outcome]]], slowdown: str
+    results: Mapping[str, tuple[Sequence[Outcome], Sequence[Outcome]]],
+    slowdown: str,
+    notes: Sequence[str] = (),
 ) -> tuple[bool, str]:
-    """(the gate holds, the Markdown summary) from each method's A/A and slowed outcomes."""
+    """(the gate holds, the Markdown summary) from each method's A/A and slowed outcomes;
+    ``notes``: lines on how they were measured (the load, the folders)."""
     op = next(iter(parse_slowdown(slowdown)))
     holds = True
     rows = []
@@ -182,6 +234,7 @@ def summarize(
         f"Injected slowdown: {slowdown}. Run-level decision: Holm across operations at "
         "family-wise alpha 0.05, minimum effect 10% (bench.decision).",
         "",
+        *(f"{note}\n" for note in notes),
         "| method | A/A | A/A regressions | A/A exit 0/1/3 | A/A "
         f"{op} head/base | slowed regressions | slowed exit 0/1/3 | slowed {op} head/base |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -207,24 +260,49 @@ def run_gate_check(
     slowdown: str,
     methods: tuple[str, ...] = METHODS,
     ab_pairs: int = AB_PAIRS,
+    load: tuple[str, ...] = (),
 ) -> int:
-    """Measure, judge, write ``out/gate-check.md``; exit 0 when the gate holds, else 1."""
+    """Measure (beside the background ``load``, if any), judge, write ``out/gate-check.md``;
+    exit 0 when the gate holds, else 1."""
     parse_slowdown(slowdown)
     out.mkdir(parents=True, exist_ok=True)
 
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    results: dict[str, tuple[Sequence[Outcome], Sequence[Outcome]]] = {}
-    if "compare" in methods:
-        plain, slowed = measure(out / "compare", pairs, slowdown, progress=say)
-        results["compare"] = (
-            [judge_separate(a, b) for a, b in pairwise(plain)],
-            [judge_separate(a, b) for a, b in zip(plain, slowed, strict=False)],
-        )
-    if "ab" in methods:
-        results["ab"] = measure_ab(out / "ab", pairs, slowdown, ab_pairs=ab_pairs, progress=say)
-    holds, text = summarize(results, slowdown)
-    (out / "gate-check.md").write_text(text)
+    with background_load(load, max_seconds=LOAD_MAX_S):
+        if "compare" in methods:
+            measure(out / "compare", pairs, slowdown, progress=say)
+        if "ab" in methods:
+            measure_ab(out / "ab", pairs, slowdown, ab_pairs=ab_pairs, progress=say)
+    described = (
+        f"Background load throughout: {', '.join(load)} (bench.background)."
+        if load
+        else "Background load: none started (the machine as it was)."
+    )
+    return _report(judge_folders([out]), slowdown, [described], out / "gate-check.md")
+
+
+def rejudge(folders: Sequence[Path], slowdown: str) -> int:
+    """``--judge``: the files of earlier measurements judged again, together; nothing is
+    measured or written. Exit 0 when the gate holds, 1 when not, 2 when there is nothing
+    to judge or a folder cannot be judged."""
+    parse_slowdown(slowdown)
+    named = ", ".join(map(str, folders))
+    try:
+        results = judge_folders(folders)
+    except ValueError as error:  # a FolderError, a file that is not a results file
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    if not results:
+        print(f"error: no compare runs or ab sessions in {named}", file=sys.stderr)
+        return EXIT_USAGE
+    return _report(results, slowdown, [f"Judged again from: {named}."])
+
+
+def _report(results: Results, slowdown: str, notes: list[str], path: Path | None = None) -> int:
+    holds, text = summarize(results, slowdown, notes)
+    if path is not None:
+        path.write_text(text)
     print(text)
     return 0 if holds else 1

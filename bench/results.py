@@ -75,6 +75,16 @@ def results_name(started: datetime, git_commit: str | None, counter: int = 0) ->
     return f"bench-{stamp}-{commit7}{suffix}.jsonl"
 
 
+def results_order(path: Path) -> tuple[str, int]:
+    """Where a file named by :func:`results_name` falls among runs made one after another
+    in its folder: by start stamp, then by counter (a name without one comes first)."""
+    parts = path.name.removesuffix(".jsonl").split("-")
+    counter = parts[3] if len(parts) == 4 else "0"
+    if len(parts) not in (3, 4) or parts[0] != "bench" or not counter.isdigit():
+        raise ValueError(f"{path.name}: not a results file name (bench-STAMP-COMMIT[-N].jsonl)")
+    return parts[1], int(counter)
+
+
 class ResultsWriter:
     """Writes one run's results file; every record is validated before it is written."""
 
