@@ -263,8 +263,16 @@ def run_gate_check(
     load: tuple[str, ...] = (),
 ) -> int:
     """Measure (beside the background ``load``, if any), judge, write ``out/gate-check.md``;
-    exit 0 when the gate holds, else 1."""
+    exit 0 when the gate holds, 1 when not, 2 (measuring nothing) when ``out`` holds a
+    measurement already: its runs would be judged with the new ones."""
     parse_slowdown(slowdown)
+    if any((out / method).exists() for method in METHODS):
+        print(
+            f"error: {out} holds a measurement already; measure into a new folder and "
+            "combine them with --judge",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     out.mkdir(parents=True, exist_ok=True)
 
     def say(line: str) -> None:

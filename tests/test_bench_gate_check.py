@@ -170,8 +170,11 @@ def test_the_load_runs_while_the_measurement_does_and_is_stated(
             started.extend(pids)
             yield pids
 
+    measured: list[Path] = []
+
     def fake_measure(out: Path, pairs: int, slowdown: str, **kw: object) -> None:
         assert len(started) == 2 and all(group_alive(pid) for pid in started)
+        measured.append(out)
         _measurement(out.parent, seed=3)
 
     monkeypatch.setattr(gate_check, "background_load", spied)
@@ -183,6 +186,12 @@ def test_the_load_runs_while_the_measurement_does_and_is_stated(
     assert started and not any(group_alive(pid) for pid in started)
     summary = (tmp_path / "gate-check.md").read_text()
     assert "Background load throughout: spin, copy (bench.background)." in summary
+    # measuring into the same folder again would pair old runs with new ones: refused
+    code = run_gate_check(
+        tmp_path, pairs=2, slowdown="encode:1.2", methods=("compare",), load=("spin",)
+    )
+    assert code == 2
+    assert len(measured) == 1 and len(started) == 2  # nothing measured or started again
 
 
 def test_the_load_is_stopped_when_the_measurement_fails(tmp_path: Path) -> None:
