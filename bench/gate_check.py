@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 from lmckv.bench.ab import Side, measure_pairs
 from lmckv.bench.background import background_load
@@ -83,14 +84,27 @@ def outcome(base: Path, head: Path, decision: RunDecision) -> Outcome:
 
 def judge_separate(base: Path, head: Path) -> Outcome:
     """What ``lmckv bench compare base head`` decides."""
-    _, decision = compare_rows(load(base)[1], load(head)[1])
+    _, decision = compare_rows(_measured(base), _measured(head))
     return outcome(base, head, decision)
 
 
 def judge_paired(base: Path, head: Path) -> Outcome:
     """What ``lmckv bench ab`` decides on the two files of one session."""
-    _, decision = compare_rows(load(base)[1], load(head)[1], paired=True)
+    _, decision = compare_rows(_measured(base), _measured(head), paired=True)
     return outcome(base, head, decision)
+
+
+class FolderError(ValueError):
+    """A measurement that cannot be judged: a session or a run left unfinished."""
+
+
+def _measured(path: Path) -> list[dict[str, Any]]:
+    """The records of a results file that has its throughput rows (a run writes them all
+    once its last process is done: a file without them is a run still going or cut off)."""
+    records = load(path)[1]
+    if not any(r.get("kind") == "throughput" for r in records):
+        raise FolderError(f"{path}: no throughput rows (a run left unfinished)")
+    return records
 
 
 def measure(
@@ -167,10 +181,6 @@ def judge_session(session: Path) -> Outcome:
     """One ab session folder (``base/`` and ``head/`` results files) judged."""
     base, head = (_one_file(session / side) for side in ("base", "head"))
     return judge_paired(base, head)
-
-
-class FolderError(ValueError):
-    """A measurement folder that cannot be judged (a session left unfinished)."""
 
 
 def _one_file(folder: Path) -> Path:

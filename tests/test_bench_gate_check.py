@@ -125,7 +125,7 @@ def test_judge_combines_folders_without_pairing_across_them(
     assert not (tmp_path / "m0" / "gate-check.md").exists()  # --judge writes nothing
 
 
-def test_judge_refuses_an_unfinished_session_and_an_empty_folder(
+def test_judge_refuses_an_unfinished_session_or_run_and_an_empty_folder(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _measurement(tmp_path / "m", seed=2)
@@ -133,6 +133,10 @@ def test_judge_refuses_an_unfinished_session_and_an_empty_folder(
         path.unlink()  # the session stopped before its head side was written
     assert main(["gate-check", "--judge", str(tmp_path / "m")]) == 2
     assert "01-slowed/head: expected one results file, found 0" in capsys.readouterr().err
+    _measurement(tmp_path / "n", seed=3)
+    cut = write_results(tmp_path / "n" / "compare" / PLAIN, [])  # stopped before its rows
+    assert main(["gate-check", "--judge", str(tmp_path / "n")]) == 2
+    assert f"{cut}: no throughput rows (a run left unfinished)" in capsys.readouterr().err
     (tmp_path / "empty").mkdir()
     assert main(["gate-check", "--judge", str(tmp_path / "empty")]) == 2
     assert "no compare runs or ab sessions" in capsys.readouterr().err
