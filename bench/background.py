@@ -17,6 +17,7 @@ however it ends.
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import time
@@ -38,6 +39,8 @@ def parse_load(spec: str) -> tuple[str, ...]:
 
 def work(kind: str, seconds: float) -> int:
     """Run one kind of load for ``seconds``; the number of loop passes it made."""
+    if kind not in KINDS:
+        raise ValueError(f"load kind {kind!r}: expected one of {', '.join(KINDS)}")
     deadline = time.monotonic() + seconds
     passes = 0
     if kind == "copy":
@@ -78,11 +81,13 @@ def background_load(kinds: Sequence[str], *, max_seconds: float) -> Iterator[lis
 
 
 def main(argv: Sequence[str]) -> int:
-    """``KIND SECONDS``: one load process (exit 2 for anything else)."""
+    """``KIND SECONDS``: one load process for a finite time (exit 2 for anything else)."""
     try:
         if len(argv) != 2 or argv[0] not in KINDS:
             raise ValueError
         seconds = float(argv[1])
+        if not 0 <= seconds < math.inf:
+            raise ValueError
     except ValueError:
         print(f"usage: python -m lmckv.bench.background {{{','.join(KINDS)}}} SECONDS")
         return 2

@@ -227,6 +227,9 @@ def test_each_kind_loads_the_machine_and_stops_by_itself() -> None:
         assert done.returncode == 0
     assert background_main(["disk", "1"]) == 2
     assert background_main(["spin", "soon"]) == 2
+    assert background_main(["spin", "inf"]) == 2  # a load always ends by itself
+    with pytest.raises(ValueError, match="load kind 'disk'"):
+        work("disk", 0.05)
     assert work("spin", 0.05) > 0
 
 
