@@ -53,7 +53,8 @@ from lmckv.bench.throughput import QUICK, ThroughputPlan
 PLAN = QUICK
 METHODS = ("compare", "ab")
 #: Process pairs of each ab session: the signed-rank test reaches Holm's first threshold
-#: over the quick plan's four CPU operations (0.05 / 4) from 7 pairs on.
+#: over the quick plan's eight CPU operations (four of the codec, four of the serde:
+#: 0.05 / 8) from 8 pairs on (``decision.processes_needed``).
 AB_PAIRS = 8
 #: Largest share of A/A comparisons that may call a regression, and smallest share of
 #: slowed ones that must (1 and 19 of 20).
