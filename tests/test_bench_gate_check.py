@@ -73,11 +73,12 @@ def test_a_bad_slowdown_fails_before_any_run(tmp_path: Path) -> None:
 # ---- judging measurement folders (gate-check --judge) on constructed runs
 
 
-def _measurement(root: Path, seed: int) -> dict[str, list[str]]:
+def _measurement(root: Path, seed: int, *, ab: bool = True) -> dict[str, list[str]]:
     """A folder as gate-check leaves it, of synthetic runs shaped like the quick plan:
     compare's runs made plain, slowed, plain, slowed, plain (encode 1.2x when slowed), ab's
     sessions 00-aa and 01-slowed (``session_folder``; 8 process pairs on a machine whose
-    processes differ by up to 1.5x). Returns each kind's file names in the order they were made."""
+    processes differ by up to 1.5x) unless ``ab`` is false. Returns compare's file names of
+    each kind in the order they were made."""
     made: dict[str, list[str]] = {PLAIN: [], SLOWED: []}
     for index in range(5):
         kind = SLOWED if index % 2 else PLAIN
@@ -85,7 +86,7 @@ def _measurement(root: Path, seed: int) -> dict[str, list[str]]:
         rows = synthetic_run(seed + index, slowdown=slowdown)
         made[kind].append(write_results(root / "compare" / kind, rows).name)
     machine = [random.Random(seed).uniform(1.0, 1.5) for _ in range(8)]
-    for index, slowdown in enumerate((None, {"encode": 1.2})):
+    for index, slowdown in enumerate((None, {"encode": 1.2}) if ab else ()):
         for side, side_slowdown in (("base", None), ("head", slowdown)):
             rows = synthetic_run(seed + 10, processes=8, machine=machine, slowdown=side_slowdown)
             write_results(session_folder(root / "ab", index) / side, rows)
@@ -129,14 +130,14 @@ def test_judge_refuses_an_unfinished_session_or_run_and_an_empty_folder(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _measurement(tmp_path / "m", seed=2)
+    cut = write_results(tmp_path / "m" / "compare" / PLAIN, [])  # stopped before its rows
+    assert main(["gate-check", "--judge", str(tmp_path / "m")]) == 2
+    assert f"{cut}: no throughput rows (a run left unfinished)" in capsys.readouterr().err
+    cut.unlink()
     for path in (tmp_path / "m" / "ab" / "01-slowed" / "head").iterdir():
         path.unlink()  # the session stopped before its head side was written
     assert main(["gate-check", "--judge", str(tmp_path / "m")]) == 2
     assert "01-slowed/head: expected one results file, found 0" in capsys.readouterr().err
-    _measurement(tmp_path / "n", seed=3)
-    cut = write_results(tmp_path / "n" / "compare" / PLAIN, [])  # stopped before its rows
-    assert main(["gate-check", "--judge", str(tmp_path / "n")]) == 2
-    assert f"{cut}: no throughput rows (a run left unfinished)" in capsys.readouterr().err
     (tmp_path / "empty").mkdir()
     assert main(["gate-check", "--judge", str(tmp_path / "empty")]) == 2
     assert "no compare runs or ab sessions" in capsys.readouterr().err
@@ -179,7 +180,7 @@ def test_the_load_runs_while_the_measurement_does_and_is_stated(
     def fake_measure(out: Path, pairs: int, slowdown: str, **kw: object) -> None:
         assert len(started) == 2 and all(group_alive(pid) for pid in started)
         measured.append(out)
-        _measurement(out.parent, seed=3)
+        _measurement(out.parent, seed=3, ab=False)
 
     monkeypatch.setattr(gate_check, "background_load", spied)
     monkeypatch.setattr(gate_check, "measure", fake_measure)
