@@ -169,17 +169,25 @@ def _targets(args: argparse.Namespace) -> int:
 
 
 def _gate_check(args: argparse.Namespace) -> int:
-    from lmckv.bench.gate_check import METHODS, rejudge, run_gate_check
+    from lmckv.bench.compare import EXIT_USAGE
+    from lmckv.bench.gate_check import AB_PAIRS, METHODS, rejudge, run_gate_check
 
     if args.judge:
+        # --judge measures nothing: the options that say how to measure are refused, not
+        # ignored (they default to None so that a given one shows).
+        given = [name for name in ("pairs", "only", "ab_pairs", "load") if getattr(args, name)]
+        if given:
+            flags = ", ".join("--" + name.replace("_", "-") for name in given)
+            print(f"error: --judge measures nothing; {flags} apply to --out only", file=sys.stderr)
+            return EXIT_USAGE
         return rejudge(args.judge, args.slowdown)
     return run_gate_check(
         args.out,
-        pairs=args.pairs,
+        pairs=args.pairs or 20,
         slowdown=args.slowdown,
         methods=tuple(args.only or METHODS),
-        ab_pairs=args.ab_pairs,
-        load=args.load,
+        ab_pairs=args.ab_pairs or AB_PAIRS,
+        load=args.load or (),
     )
 
 
@@ -341,9 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="judge the runs of earlier --out folders again, together (measures nothing)",
     )
-    gate.add_argument(
-        "--pairs", type=_at_least(1), default=20, help="comparisons of each kind (20)"
-    )
+    gate.add_argument("--pairs", type=_at_least(1), help="comparisons of each kind (20)")
     gate.add_argument(
         "--slowdown",
         type=_slowdown,
@@ -353,13 +359,10 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument(
         "--only", action="append", choices=("compare", "ab"), help="measure one method only"
     )
-    gate.add_argument(
-        "--ab-pairs", type=_at_least(2), default=8, help="process pairs of each ab session (8)"
-    )
+    gate.add_argument("--ab-pairs", type=_at_least(2), help="process pairs of each ab session (8)")
     gate.add_argument(
         "--load",
         type=_load_kinds,
-        default=(),
         help="a stated background load while measuring: spin, copy or spin,copy",
     )
     gate.set_defaults(func=_gate_check)

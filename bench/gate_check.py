@@ -83,15 +83,22 @@ def outcome(base: Path, head: Path, decision: RunDecision) -> Outcome:
     return Outcome(base.name, head.name, decision.exit_code, ratios)
 
 
+Records = Mapping[Path, list[dict[str, Any]]]
+
+
 def judge_separate(base: Path, head: Path) -> Outcome:
     """What ``lmckv bench compare base head`` decides."""
-    _, decision = compare_rows(_measured(base), _measured(head))
-    return outcome(base, head, decision)
+    return _decide(base, head, {path: _measured(path) for path in (base, head)})
 
 
 def judge_paired(base: Path, head: Path) -> Outcome:
     """What ``lmckv bench ab`` decides on the two files of one session."""
-    _, decision = compare_rows(_measured(base), _measured(head), paired=True)
+    return _decide(base, head, {path: _measured(path) for path in (base, head)}, paired=True)
+
+
+def _decide(base: Path, head: Path, records: Records, *, paired: bool = False) -> Outcome:
+    """The decision on two files whose records are already read (``records`` by path)."""
+    _, decision = compare_rows(records[base], records[head], paired=paired)
     return outcome(base, head, decision)
 
 
@@ -208,9 +215,10 @@ def judge_folders(folders: Sequence[Path]) -> Results:
             for kind in (PLAIN, SLOWED)
         )
         if plain:
+            records = {path: _measured(path) for path in (*plain, *slowed)}  # each read once
             aa, slow = results.setdefault("compare", ([], []))
-            aa.extend(judge_separate(a, b) for a, b in pairwise(plain))
-            slow.extend(judge_separate(a, b) for a, b in zip(plain, slowed, strict=False))
+            aa.extend(_decide(a, b, records) for a, b in pairwise(plain))
+            slow.extend(_decide(a, b, records) for a, b in zip(plain, slowed, strict=False))
         for session in sorted((folder / "ab").glob("[0-9][0-9]-*")):
             aa, slow = results.setdefault("ab", ([], []))
             (slow if session.name.endswith(f"-{SLOWED}") else aa).append(judge_session(session))

@@ -8,9 +8,11 @@ import random
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from bench_files import synthetic_run, write_results
@@ -93,11 +95,26 @@ def _measurement(root: Path, seed: int, *, ab: bool = True) -> dict[str, list[st
     return made
 
 
-def test_folders_are_judged_as_gate_check_pairs_them(tmp_path: Path) -> None:
+def test_folders_are_judged_as_gate_check_pairs_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Plain runs each against the next, each against the slowed run made after it (in
-    the order made, also when several start within one second), sessions by their kind."""
+    the order made, also when several start within one second), sessions by their kind;
+    each file is read once, though a plain run is in up to three pairs."""
     made = _measurement(tmp_path / "m", seed=1)
+    reads: Counter[Path] = Counter()
+    measured = gate_check._measured
+
+    def counted(path: Path) -> list[dict[str, Any]]:
+        reads[path] += 1
+        return measured(path)
+
+    monkeypatch.setattr(gate_check, "_measured", counted)
     results = judge_folders([tmp_path / "m"])
+    compare_files = {tmp_path / "m" / "compare" / k / name for k in made for name in made[k]}
+    assert compare_files <= set(reads)
+    assert len(reads) == len(compare_files) + 4  # and both sides of the two ab sessions
+    assert set(reads.values()) == {1}
     aa, slow = results["compare"]
     plain, slowed = made[PLAIN], made[SLOWED]
     assert [(o.base, o.head) for o in aa] == [(plain[0], plain[1]), (plain[1], plain[2])]
@@ -158,6 +175,25 @@ def test_usage_errors(argv: list[str], tmp_path: Path, monkeypatch: pytest.Monke
         main(argv)
     assert exit_info.value.code == 2
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        (["--pairs", "5"], "--pairs"),
+        (["--only", "ab", "--load", "spin"], "--only, --load"),
+        (["--ab-pairs", "4"], "--ab-pairs"),
+    ],
+)
+def test_judge_refuses_the_options_that_say_how_to_measure(
+    options: list[str], named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--judge measures nothing: an option for measuring is an error, not ignored."""
+    _measurement(tmp_path / "m", seed=3, ab=False)
+    assert main(["gate-check", "--judge", str(tmp_path / "m"), *options]) == 2
+    captured = capsys.readouterr()
+    assert f"--judge measures nothing; {named} apply to --out only" in captured.err
+    assert captured.out == ""
 
 
 # ---- the stated background load
