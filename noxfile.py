@@ -139,19 +139,58 @@ def lint(session: nox.Session) -> None:
     install(session, "lint", "test", "bench")
     session.run("python", "-m", "ruff", "check", ".")
     session.run("python", "-m", "ruff", "format", "--check", ".")
+    # mypy names a module after its folders, and conformance/ is not inside lmckv/ in the
+    # checkout: it reads the installed layout from a tree of links.
     _link_installed_tree(TYPECHECK_DIR)
     session.run("python", "-m", "mypy")  # its paths read .lmckv/typecheck/lmckv/<folder>/...
+    editor_imports(session)
+
+
+#: The folders of the installed package, as an editor opens them.
+PACKAGE_FOLDERS = ("lmckv", "reference_impl", "conformance", "bench", "reports", "golden_blobs")
+
+
+def _unresolved_first_party(session: nox.Session, *paths: str) -> list[str]:
+    """basedpyright's unresolved ``lmckv`` imports in ``paths``, read over this session's
+    editable install (what an editor's analyser sees)."""
+    python = str(Path(getattr(session.virtualenv, "location", "")) / "bin" / "python")
+    out = session.run(
+        "python", "-m", "basedpyright", "--outputjson", "--pythonpath", python, *paths,
+        silent=True, success_codes=[0, 1],
+    )  # fmt: skip
+    report = json.loads(str(out)[str(out).index("{") :])
+    return [
+        f"{d['file']}:{d['range']['start']['line'] + 1}: {d['message']}"
+        for d in report["generalDiagnostics"]
+        if d.get("rule") == "reportMissingImports" and '"lmckv' in d["message"]
+    ]
+
+
+def editor_imports(session: nox.Session) -> None:
+    """Every first-party import of the package resolves as an editor reads it: basedpyright
+    over the editable install finds 0 unresolved ``lmckv`` imports in its folders
+    (tests/test_editor_imports.py says how). The tests' count is logged: they import the
+    package by its installed name, which an editor follows over a strict editable install
+    (CONTRIBUTING.md)."""
+    unresolved = _unresolved_first_party(session, *PACKAGE_FOLDERS)
+    in_tests = _unresolved_first_party(session, "tests")
+    session.log(
+        f"editor imports: {len(unresolved)} unresolved in the package, {len(in_tests)} in tests"
+    )
+    if unresolved:
+        session.error("unresolved first-party imports:\n" + "\n".join(unresolved))
 
 
 def _link_installed_tree(root: Path) -> None:
-    """``root/lmckv/`` laid out as the wheel installs it, from links: each file of the
-    repository's ``lmckv/`` and each folder that pyproject.toml maps to ``lmckv.NAME``."""
+    """``root/lmckv/`` laid out as the wheel installs it, from links: each module and package
+    of the repository's ``lmckv/`` and each folder that pyproject.toml maps to ``lmckv.NAME``."""
     mapping = tomllib.loads(Path("pyproject.toml").read_text())["tool"]["setuptools"]
     shutil.rmtree(root, ignore_errors=True)
     top = root / "lmckv"
     top.mkdir(parents=True)
-    for path in Path(mapping["package-dir"]["lmckv"]).glob("*.py"):
-        (top / path.name).symlink_to(path.resolve())
+    for path in Path(mapping["package-dir"]["lmckv"]).iterdir():
+        if path.suffix == ".py" or (path / "__init__.py").is_file():
+            (top / path.name).symlink_to(path.resolve())
     for package, folder in mapping["package-dir"].items():
         if package.count(".") == 1:
             (top / package.split(".")[1]).symlink_to(Path(folder).resolve())

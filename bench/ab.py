@@ -32,19 +32,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lmckv.bench.compare import (
+from .compare import (
     Change,
     MinEffects,
     compare_rows,
     document,
     render,
 )
-from lmckv.bench.decision import RUN_ALPHA, RunDecision
-from lmckv.bench.env import collect_env
-from lmckv.bench.machine import machine_record
-from lmckv.bench.results import ResultsWriter, load
-from lmckv.bench.throughput import ThroughputPlan, calibrated_numbers
-from lmckv.bench.workers import merge, run_worker
+from .decision import RUN_ALPHA, RunDecision
+from .env import collect_env
+from .machine import machine_record
+from .results import ResultsWriter, load
+from .throughput import ThroughputPlan, calibrated_numbers
+from .workers import merge, run_worker
 
 #: Seconds a side's interpreter may take to say which lmckv it has.
 PROBE_TIMEOUT_S = 120

@@ -27,29 +27,31 @@ from typing import Any
 
 import torch
 
-from lmckv.bench.data import Dataset, KVSample
-from lmckv.bench.formats import E4M3, FORMATS, Format
-from lmckv.bench.impls import CodecImpl
-from lmckv.bench.metrics import attention_probs, attn_rel_err, v_error
-from lmckv.bench.progress import bar
-from lmckv.bench.results import METRICS
+from ..reference_impl.kv_codec.header_fields import ScaleScope
+from .data import Dataset, KVSample
+from .formats import E4M3, FORMATS, Format
+from .impls import CodecImpl
+from .metrics import attention_probs, attn_rel_err, v_error
+from .progress import bar
+from .results import METRICS
+from .scopes import CALIBRATED_EXTERNAL, SCOPE_NAMES, header_scope
 
-ACCURACY_SCOPES = (
-    "PER_TENSOR",
-    "PER_LAYER_HEAD",
-    "PER_PAGE_HEAD",
-    "EXTERNAL",
-    "EXTERNAL_CALIBRATED",
-)
+ACCURACY_SCOPES = (*SCOPE_NAMES, CALIBRATED_EXTERNAL)
+#: The dimensions of V [pages, page_size, heads, dim] one scale spans, per computed scope.
+_GROUP_DIMS = {
+    ScaleScope.PER_TENSOR.name: (0, 1, 2, 3),
+    ScaleScope.PER_LAYER_HEAD.name: (0, 1, 3),
+    ScaleScope.PER_PAGE_HEAD.name: (1, 3),
+}
 _MEAN = ("rel_fro", "sqnr_db", "cosine", "attn_rel_err")
 _MAX = ("max_err_over_bound",)
 _SUM = ("saturated", "subnormal", "zeroed", "nan")
 
 
 def _static_scale(sample: KVSample, scope: str, fmt: Format) -> float | None:
-    if scope == "EXTERNAL":
+    if scope == ScaleScope.EXTERNAL.name:
         return 1.0
-    if scope == "EXTERNAL_CALIBRATED":
+    if scope == CALIBRATED_EXTERNAL:
         return sample.calib_amax / fmt.max if sample.calib_amax > 0 else 1.0
     return None
 
@@ -62,8 +64,7 @@ def group_scale(sample: KVSample, scope: str, fmt: Format) -> torch.Tensor:
     if static is not None:
         return torch.tensor(static, dtype=torch.float32).reshape(1, 1, 1, 1)
     v_abs = sample.v.to(torch.float32).abs()
-    dims = {"PER_TENSOR": (0, 1, 2, 3), "PER_LAYER_HEAD": (0, 1, 3), "PER_PAGE_HEAD": (1, 3)}
-    amax = v_abs.amax(dim=dims[scope], keepdim=True)
+    amax = v_abs.amax(dim=_GROUP_DIMS[scope], keepdim=True)
     return torch.where(amax > 0, amax / fmt.max, torch.ones_like(amax))
 
 
@@ -89,7 +90,7 @@ def _broadcast(scales: torch.Tensor, shape: torch.Size) -> torch.Tensor:
 def codec_for(impl: CodecImpl, sample: KVSample, scope: str) -> tuple[Any, dict[str, Any]]:
     """The codec of ``scope`` and the ``encode`` keywords that describe ``sample``'s paged
     V (geometry, and the static scale of a calibrated scope)."""
-    codec_scope = "EXTERNAL" if scope.startswith("EXTERNAL") else scope
+    codec_scope = header_scope(scope).name
     pages, page_size, heads, dim = sample.v.shape
     kwargs: dict[str, Any] = {
         "page_size": page_size,

@@ -11,7 +11,7 @@ the same one and the summary can say what ran:
 
 Each kind is one process, ``python -m lmckv.bench.background KIND SECONDS``, that stops by
 itself after SECONDS; it leads its own process group, owned through
-``conformance.core.child_groups``, and is killed with its group when the measurement ends,
+``conformance.core.process_groups``, and is killed with its group when the measurement ends,
 however it ends.
 """
 
@@ -60,7 +60,7 @@ def work(kind: str, seconds: float) -> int:
 def background_load(kinds: Sequence[str], *, max_seconds: float) -> Iterator[list[int]]:
     """One process per kind for the body of the ``with`` (each stops by itself after
     ``max_seconds`` at the latest); yields their PIDs and kills their groups on exit."""
-    from lmckv.conformance.core import child_groups
+    from lmckv.base import process_groups
 
     processes: list[subprocess.Popen[bytes]] = []
     try:
@@ -71,12 +71,12 @@ def background_load(kinds: Sequence[str], *, max_seconds: float) -> Iterator[lis
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,
             )
-            child_groups.register(process.pid)
+            process_groups.register(process.pid)
             processes.append(process)
         yield [p.pid for p in processes]
     finally:
         for process in processes:
-            child_groups.release(process.pid)
+            process_groups.release(process.pid)
             process.wait(10)
 
 

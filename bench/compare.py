@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from lmckv.bench.decision import (
+from .decision import (
     DRIFT_BOUND,
     EXIT_INCONCLUSIVE,
     EXIT_OK,
@@ -48,8 +48,8 @@ from lmckv.bench.decision import (
     format_decision,
     process_values,
 )
-from lmckv.bench.results import LIMIT_IMPLS, BenchFile, UnknownKinds, read
-from lmckv.bench.verdict import MIN_EFFECT, Verdict, judge
+from .results import LIMIT_IMPLS, BenchFile, UnknownKinds, read
+from .verdict import MIN_EFFECT, Verdict, judge
 
 KEY_FIELDS = ("op", "impl", "device", "scope", "dtype", "case")
 EXIT_USAGE = 2

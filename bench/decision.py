@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
-from lmckv.bench.verdict import (
+from .verdict import (
     EQUIVALENCE_ALPHA,
     geomean,
     min_p_paired,

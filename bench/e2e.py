@@ -50,15 +50,17 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from lmckv.bench import bootstrap, data, kvstats, models, realkv, serdes
-from lmckv.bench.accuracy import codec_e4m3, whatif
-from lmckv.bench.corpus import LONG_PASSAGES, PASSAGES
-from lmckv.bench.data import KVSample
-from lmckv.bench.formats import E4M3, FORMATS
-from lmckv.bench.impls import CodecImpl
-from lmckv.bench.progress import bar
+from ..reference_impl.kv_codec.header_fields import ScaleScope
+from . import bootstrap, data, kvstats, models, realkv, serdes
+from .accuracy import codec_e4m3, whatif
+from .corpus import LONG_PASSAGES, PASSAGES
+from .data import KVSample
+from .formats import E4M3, FORMATS
+from .impls import CodecImpl
+from .progress import bar
+from .scopes import CALIBRATED_EXTERNAL, SCOPE_NAMES
 
-E2E_SCOPES = ("PER_TENSOR", "PER_LAYER_HEAD", "PER_PAGE_HEAD", "EXTERNAL_CALIBRATED")
+E2E_SCOPES = (*SCOPE_NAMES[: ScaleScope.EXTERNAL], CALIBRATED_EXTERNAL)
 CACHE_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 CONTEXT, CONTINUATION, WINDOWS, BLOCK, PAGE_SIZE = 256, 64, 4, 16, 16
 #: Sequences per batched forward pass (each with its own cache).

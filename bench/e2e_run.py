@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lmckv.bench import e2e, models
-from lmckv.bench.env import collect_env
-from lmckv.bench.impls import load_impls
-from lmckv.bench.machine import machine_record
-from lmckv.bench.results import ResultsWriter
+from . import e2e, models
+from .env import collect_env
+from .impls import load_impls
+from .machine import machine_record
+from .results import ResultsWriter
 
 
 def _max_positions(model: Any) -> int | None:

@@ -11,13 +11,13 @@ import os
 import platform
 import subprocess
 import sys
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from lmckv.conformance.core.resources import checkout_root
+from lmckv.base.lmcache_release import installed_version
+from lmckv.base.resources import checkout_root
 
 #: The lmckv source checkout (None when lmckv runs from an installed wheel).
 REPO_ROOT = checkout_root()
@@ -62,14 +62,6 @@ def git_commit(repo: Path | None = REPO_ROOT) -> str | None:
     return commit if out.returncode == 0 and commit else None
 
 
-def package_version(name: str) -> str | None:
-    """The installed distribution's version, or None."""
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
-
-
 def collect_env(gpu: dict[str, Any] | None = None) -> dict[str, Any]:
     """The header's ``env`` object (bench/RESULTS.md), plus torch's thread count and CUDA;
     ``gpu`` is the machine record's GPU (``bench.machine``), shortened here."""
@@ -80,7 +72,7 @@ def collect_env(gpu: dict[str, Any] | None = None) -> dict[str, Any]:
         "torch": torch.__version__,
         "platform": platform.platform(),
         "git_commit": git_commit(),
-        "lmcache": package_version("lmcache"),
+        "lmcache": installed_version(),
         "gpu": None
         if gpu is None
         else {k: gpu[k] for k in ("name", "driver", "memory_total_bytes", "uuid")},

@@ -41,14 +41,14 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from lmckv.bench.ab import Side, measure_pairs
-from lmckv.bench.background import background_load
-from lmckv.bench.compare import EXIT_USAGE, compare_rows
-from lmckv.bench.decision import EXIT_REGRESSION, RunDecision
-from lmckv.bench.impls import SLOWDOWN_ENV, parse_slowdown
-from lmckv.bench.results import load, results_order
-from lmckv.bench.runner import run_benchmarks
-from lmckv.bench.throughput import QUICK, ThroughputPlan
+from .ab import Side, measure_pairs
+from .background import background_load
+from .compare import EXIT_USAGE, compare_rows
+from .decision import EXIT_REGRESSION, RunDecision
+from .impls import SLOWDOWN_ENV, parse_slowdown
+from .results import load, results_order
+from .runner import run_benchmarks
+from .throughput import QUICK, ThroughputPlan
 
 PLAN = QUICK
 METHODS = ("compare", "ab")

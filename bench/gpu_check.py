@@ -37,15 +37,16 @@ from typing import Any
 
 import torch
 
-from lmckv.bench import accuracy, data
-from lmckv.bench.cuda_limits import CUDA_LIMIT, PINNED_OF, peak_bandwidth
-from lmckv.bench.env import collect_env
-from lmckv.bench.impls import STATIC_SCALE, CodecImpl, load_impls, static_fp8
-from lmckv.bench.machine import machine_record
-from lmckv.bench.results import SCOPES, ResultsWriter, load
-from lmckv.bench.targets import TARGETS
-from lmckv.bench.throughput import CASES, DTYPES, ThroughputPlan, cuda_skip_reason
-from lmckv.bench.workers import run_processes
+from ..reference_impl.kv_codec.header_fields import ScaleScope
+from . import accuracy, data
+from .cuda_limits import CUDA_LIMIT, PINNED_OF, peak_bandwidth
+from .env import collect_env
+from .impls import STATIC_SCALE, CodecImpl, load_impls, static_fp8
+from .machine import machine_record
+from .results import SCOPES, ResultsWriter, load
+from .targets import TARGETS
+from .throughput import CASES, DTYPES, ThroughputPlan, cuda_skip_reason
+from .workers import run_processes
 
 PAGES, PAGE_SIZE, HEADS, HEAD_DIM = 64, 16, 8, 128
 
@@ -60,7 +61,7 @@ def _tricky_v(dtype: torch.dtype, gen: torch.Generator, pages: int) -> torch.Ten
 
 
 def _encode_variants(scope: str) -> list[tuple[str, dict[str, Any]]]:
-    if scope != "EXTERNAL":
+    if scope != ScaleScope.EXTERNAL.name:
         return [(scope, {})]
     return [("EXTERNAL+fp8", {"quant": True}), ("EXTERNAL+scales", {"quant": False})]
 
@@ -73,7 +74,7 @@ def _encode(impl: CodecImpl, scope: str, k: torch.Tensor, v: torch.Tensor, quant
         "head_dim": HEAD_DIM,
         "page_axis": 0,
     }
-    if scope == "EXTERNAL":
+    if scope == ScaleScope.EXTERNAL.name:
         kwargs["precomputed_v_scales"] = torch.tensor(STATIC_SCALE, device=v.device)
         if quant:
             kwargs["precomputed_v_quant"] = static_fp8(v)

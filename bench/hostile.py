@@ -41,7 +41,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from lmckv.bench.load import percentile, proc_status_kb, write_rows
+from .load import percentile, proc_status_kb, write_rows
 
 ATTACKS = ("none", "idle-flood", "slow-headers", "stalled-payloads", "unread-replies", "garbage")
 CANARY_GAP_S = 0.05
@@ -252,8 +252,8 @@ class _Canary(threading.Thread):
         self.failures: list[str] = []
 
     def run(self) -> None:
-        from lmckv.reference_impl.protocol.client import CacheClient
-        from lmckv.reference_impl.protocol.memory_format import MemoryFormat
+        from ..reference_impl.protocol.client import CacheClient
+        from ..reference_impl.protocol.memory_format import MemoryFormat
 
         rng = random.Random(1)
         i = 0
@@ -298,7 +298,7 @@ class _Server:
     """A server process on a free loopback port, in its own process group."""
 
     def __init__(self, plan: HostilePlan) -> None:
-        from lmckv.conformance.core import child_groups
+        from lmckv.base import process_groups
 
         base = list(plan.command or [sys.executable, "-m", "lmckv", "serve"])
         with socket.socket() as probe:
@@ -312,7 +312,7 @@ class _Server:
         self.proc = subprocess.Popen(
             argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
         )
-        child_groups.register(self.proc.pid)
+        process_groups.register(self.proc.pid)
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline and self.proc.poll() is None:
             probe_sock = _connect(self.address)
@@ -324,9 +324,9 @@ class _Server:
         raise RuntimeError(f"the server {argv[0]} did not start listening on port {port}")
 
     def close(self) -> None:
-        from lmckv.conformance.core import child_groups
+        from lmckv.base import process_groups
 
-        child_groups.release(self.proc.pid)
+        process_groups.release(self.proc.pid)
         self.proc.wait(10)
 
 
@@ -335,7 +335,7 @@ def memory_bound(plan: HostilePlan) -> int | None:
     another server."""
     if plan.command is not None:
         return None
-    from lmckv.reference_impl.protocol.server import ServerConfig
+    from ..reference_impl.protocol.server import ServerConfig
 
     return ServerConfig(
         capacity_bytes=plan.capacity_bytes, max_connections=plan.max_connections
@@ -346,7 +346,7 @@ def run_attack(attack: str, plan: HostilePlan, impl: str = "reference-server") -
     """One row: ``attack`` beside the canary on a fresh server for ``plan.duration_s``."""
     if attack not in ATTACKS:
         raise ValueError(f"unknown attack {attack!r} (expected one of {', '.join(ATTACKS)})")
-    import lmckv.reference_impl.protocol.client  # noqa: F401  (imported before the clock runs)
+    from ..reference_impl.protocol import client  # noqa: F401  (imported before the clock runs)
 
     server = _Server(plan)
     try:
@@ -419,11 +419,15 @@ def _command(name: str) -> list[str] | None:
     settings), the driver's command for another server."""
     if name == "reference-server":
         return None
-    from lmckv.conformance.drivers.server_driver import load_server
+    from ..conformance.drivers.base import DriverError
+    from ..conformance.runner.impl_specs import load_server
 
-    driver = load_server(name)
-    if driver is None or driver.command is None:
-        raise ValueError(f"unknown server {name!r}")
+    try:
+        driver = load_server(name)
+    except DriverError as exc:
+        raise ValueError(f"unknown server {name!r}: {exc}") from exc
+    if driver.command is None:
+        raise ValueError(f"server {name!r} is not started by this run")
     return list(driver.command)
 
 

@@ -47,7 +47,9 @@ from typing import Any
 
 import torch
 
-from lmckv.bench.env import package_version
+from lmckv.base.lmcache_release import distribution_version, installed_version
+
+from ..reference_impl.kv_codec.header_fields import ScaleScope
 
 IMPL_MODULES = {"reference": "lmckv.reference_impl.kv_codec", "upstream": "lmcache.v1.kv_codec"}
 FP8 = torch.float8_e4m3fn
@@ -129,7 +131,7 @@ def load_impls(
         except Exception as exc:  # any import failure means "not installed here"
             missing[name] = f"{module_name} not importable: {type(exc).__name__}: {exc}"
             continue
-        version = package_version("lmcache") if name == "upstream" else package_version("lmckv")
+        version = installed_version() if name == "upstream" else distribution_version("lmckv")
         found[name] = CodecImpl(name, module, version)
     return found, missing
 
@@ -161,7 +163,7 @@ class CodecOps:
         self.scope_name = scope_name
         self.layers = layers
         self.codec = impl.codec(scope_name)
-        self._external = scope_name == "EXTERNAL"
+        self._external = scope_name == ScaleScope.EXTERNAL.name
         self._pre = [static_fp8(layer.v) for layer in layers] if self._external else []
         self._static = (
             torch.tensor(STATIC_SCALE, device=layers[0].v.device)

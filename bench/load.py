@@ -94,8 +94,8 @@ def run_size(
     """One load row: ``plan.clients`` clients x ``plan.ops`` round trips of ``size``."""
     import torch
 
-    from lmckv.reference_impl.protocol.client import CacheClient
-    from lmckv.reference_impl.protocol.memory_format import MemoryFormat
+    from ..reference_impl.protocol.client import CacheClient
+    from ..reference_impl.protocol.memory_format import MemoryFormat
 
     n = _value_bytes(size)
     shape = [2, 1, SIZES[size], HIDDEN]
@@ -161,7 +161,8 @@ def run_size(
 
 
 def _server(name: str) -> Any:
-    from lmckv.conformance.drivers.server_driver import load_server, reference_server
+    from ..conformance.drivers.server_driver import reference_server
+    from ..conformance.runner.impl_specs import load_server
 
     if name == "reference-server":  # a capacity that holds the whole run: nothing evicted
         return reference_server(capacity_bytes=REFERENCE_CAPACITY, idle_timeout=None)
@@ -209,7 +210,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 def main_load(servers: Sequence[str], plan: LoadPlan, out: Path | None) -> int:
     """Run, print the table, write a results file when ``out`` is given; exit 1 on any
     error or unverified value."""
-    from lmckv.bench.env import cpu_count, cpu_model
+    from .env import cpu_count, cpu_model
 
     started = datetime.now(UTC)
     rows = run_load(servers, plan)
@@ -234,9 +235,9 @@ def write_rows(
 ) -> Path:
     """A quick-mode results file in ``out`` holding ``rows`` under a header with this
     machine and ``config``; its path."""
-    from lmckv.bench.env import collect_env
-    from lmckv.bench.machine import machine_record
-    from lmckv.bench.results import ResultsWriter
+    from .env import collect_env
+    from .machine import machine_record
+    from .results import ResultsWriter
 
     machine = machine_record()
     with ResultsWriter(

@@ -25,8 +25,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from lmckv.bench.env import cpu_count, cpu_model
-from lmckv.bench.nvml import gpu_record
+from .env import cpu_count, cpu_model
+from .nvml import gpu_record
 
 MACHINE_ID_FILES = (Path("/etc/machine-id"), Path("/var/lib/dbus/machine-id"))
 GOVERNOR_FILE = Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")

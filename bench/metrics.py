@@ -24,7 +24,7 @@ import math
 
 import torch
 
-from lmckv.bench.formats import OUTPUT_FORMATS, Format
+from .formats import OUTPUT_FORMATS, Format
 
 
 def _f64_sum(t: torch.Tensor) -> float:

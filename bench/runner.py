@@ -17,13 +17,13 @@ from typing import Any
 
 import torch
 
-from lmckv.bench import accuracy, data, e2e, realkv
-from lmckv.bench.env import collect_env
-from lmckv.bench.impls import IMPL_MODULES, load_impls
-from lmckv.bench.machine import machine_record
-from lmckv.bench.results import ResultsWriter
-from lmckv.bench.throughput import ThroughputPlan
-from lmckv.bench.workers import run_processes
+from . import accuracy, data, e2e, realkv
+from .env import collect_env
+from .impls import IMPL_MODULES, load_impls
+from .machine import machine_record
+from .results import ResultsWriter
+from .throughput import ThroughputPlan
+from .workers import run_processes
 
 
 def run_benchmarks(

@@ -30,14 +30,15 @@ from typing import Any
 
 import torch
 
-from lmckv.bench.impls import LayerKV
+from ..reference_impl.kv_codec.header_fields import ScaleScope
+from .impls import LayerKV
 
 SERDE_MODULES = {
     "reference": "lmckv.reference_impl.serde",
     "upstream": "lmcache.v1.distributed.serde.asym_k16_v8",
 }
 #: The scopes a serde writes (its size rule needs no page axis and no caller's scales).
-SERDE_SCOPES = ("PER_TENSOR", "PER_LAYER_HEAD")
+SERDE_SCOPES = (ScaleScope.PER_TENSOR.name, ScaleScope.PER_LAYER_HEAD.name)
 #: Operation -> (serializer or deserializer class, V only).
 SERDE_CLASSES = {
     "serialize": ("AsymK16V8MultiSerializer", False),

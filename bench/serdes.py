@@ -25,9 +25,10 @@ from typing import Any
 
 import torch
 
-from lmckv.bench.accuracy import codec_for
-from lmckv.bench.data import KVSample
-from lmckv.bench.impls import CodecImpl
+from ..reference_impl.kv_codec.header_fields import ScaleScope
+from .accuracy import codec_for
+from .data import KVSample
+from .impls import CodecImpl
 
 NONE, FP8, K16V8, K16V8_V_ONLY = "none", "fp8", "asym_k16_v8", "asym_k16_v8_v_only"
 SERDES = (NONE, FP8, K16V8, K16V8_V_ONLY)
@@ -55,7 +56,7 @@ def fp8_classes() -> tuple[Any, Any, str]:
             "upstream",
         )
     except Exception:  # lmcache absent or not importable here
-        from lmckv.reference_impl.serde import (
+        from ..reference_impl.serde import (
             Fp8QuantizationDeserializer,
             Fp8QuantizationSerializer,
         )
@@ -99,7 +100,7 @@ def l2_config(serde: str, scope: str | None = None) -> dict[str, Any] | None:
         return None
     if serde == FP8:
         return {"type": FP8, "fp8_dtype": "float8_e4m3fn"}
-    return {"type": serde, "scale_scope": scope or "PER_TENSOR"}
+    return {"type": serde, "scale_scope": scope or ScaleScope.PER_TENSOR.name}
 
 
 def installed_writes(serde: str) -> tuple[bool, str]:

@@ -39,14 +39,15 @@ from typing import Any
 
 import torch
 
-from lmckv.bench.cuda_limits import CUDA_LIMIT, LAUNCH_BOUND_S, PINNED_OF, L2Flush, cuda_limits
-from lmckv.bench.impls import CodecImpl, CodecOps, LayerKV
-from lmckv.bench.nvml import RowSampler, find_handle, load_nvml, nvml_uuid
-from lmckv.bench.progress import bar
-from lmckv.bench.results import SCOPES
-from lmckv.bench.serde_ops import SERDE_MODULES, SERDE_OPS, SERDE_SCOPES, SerdeOps
-from lmckv.bench.stats import gbps, summarize
-from lmckv.bench.timing import Clock, CpuClock, CudaClock, Timed, run_interleaved
+from ..reference_impl.kv_codec.header_fields import ScaleScope
+from .cuda_limits import CUDA_LIMIT, LAUNCH_BOUND_S, PINNED_OF, L2Flush, cuda_limits
+from .impls import CodecImpl, CodecOps, LayerKV
+from .nvml import RowSampler, find_handle, load_nvml, nvml_uuid
+from .progress import bar
+from .results import SCOPES
+from .serde_ops import SERDE_MODULES, SERDE_OPS, SERDE_SCOPES, SerdeOps
+from .stats import gbps, summarize
+from .timing import Clock, CpuClock, CudaClock, Timed, run_interleaved
 
 DTYPES: dict[str, torch.dtype] = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 CPU_OPS = ("encode", "parse", "decode_fp8", "decode_dequant")
@@ -298,7 +299,7 @@ def _build_group(
         for scope in plan.scopes
     }
     crc_impl = "reference" if "reference" in impls else next(iter(impls), None)
-    crc_source = per_impl.get((crc_impl, "PER_TENSOR")) if crc_impl else None
+    crc_source = per_impl.get((crc_impl, ScaleScope.PER_TENSOR.name)) if crc_impl else None
     max_number = 100_000
     host_clock = CpuClock(plan.cpu_timer)
     if device == "cpu":

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lmckv.bench.throughput import ThroughputPlan, calibrated_numbers, rows
+from .throughput import ThroughputPlan, calibrated_numbers, rows
 
 
 class WorkerError(RuntimeError):
@@ -108,9 +108,9 @@ def worker_main(spec_path: Path, out_path: Path) -> int:
     """One worker: measure the spec's plan, write its group results as JSON Lines."""
     import torch
 
-    from lmckv.bench.impls import load_impls
-    from lmckv.bench.throughput import measure
-    from lmckv.reference_impl.kv_codec.quant_numba import set_threads
+    from ..reference_impl.kv_codec.quant_numba import set_threads
+    from .impls import load_impls
+    from .throughput import measure
 
     spec = json.loads(spec_path.read_text())
     if spec["threads"] > 0:

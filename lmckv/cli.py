@@ -1,15 +1,20 @@
-"""The ``lmckv`` command: its parser, ``--version`` and the dispatch to each subcommand.
+"""The ``lmckv`` command: one table of subcommands, ``--version`` and the dispatch.
 
-``inspect`` is parsed here. The other subcommands own their arguments: everything after
-their name goes to their package's ``main(argv)``, imported only when that subcommand runs,
-so that ``lmckv --help`` loads neither torch nor any optional dependency.
+Every subcommand follows one convention: ``lmckv NAME ARGS`` runs ``main(ARGS) -> int`` of the
+module ``COMMANDS`` names, a ``NAME_command.py`` in the folder that owns it; that module owns
+its arguments (``lmckv NAME --help``). The module is imported only when its subcommand runs,
+by its installed name, so that ``lmckv --help`` loads neither torch nor any optional
+dependency, and the command line depends on no folder below it at import time.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import cast
 
 from lmckv.extras import missing_extra_message
 
@@ -20,57 +25,49 @@ DESCRIPTION = (
 )
 
 
-def _bench(argv: list[str]) -> int:
-    from lmckv.bench import cli
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: the installed module whose ``main(argv) -> int`` runs it, and the
+    one-line help ``lmckv --help`` shows."""
 
-    return cli.main(argv)
+    module: str
+    help: str
 
-
-def _report(argv: list[str]) -> int:
-    from lmckv.reports import cli
-
-    return cli.main(argv)
-
-
-def _golden(argv: list[str]) -> int:
-    from lmckv.conformance.golden import cli
-
-    return cli.main(argv)
+    def load(self) -> Callable[[list[str]], int]:
+        """The module's ``main``, imported now."""
+        return cast(Callable[[list[str]], int], importlib.import_module(self.module).main)
 
 
-def _fuzz(argv: list[str]) -> int:
-    from lmckv.conformance.fuzz import cli
-
-    return cli.main(argv)
-
-
-def _serve(argv: list[str]) -> int:
-    from lmckv.reference_impl.protocol import server
-
-    return server.main(argv)
-
-
-def _fsck(argv: list[str]) -> int:
-    from lmckv import fsck_command
-
-    return fsck_command.run(argv)
-
-
-def _conformance(argv: list[str]) -> int:
-    from lmckv import conformance_command
-
-    return conformance_command.run(argv)
-
-
-#: Subcommands whose arguments are their own: name -> (one-line help, handler).
-HANDED_OVER: dict[str, tuple[str, Callable[[list[str]], int]]] = {
-    "bench": ("run, compare or check benchmarks", _bench),
-    "report": ("build the HTML/PNG report from bench and conformance results", _report),
-    "golden": ("regenerate the golden vectors, or --check them byte for byte", _golden),
-    "fuzz": ("fuzz every decoder (reference and C testee)", _fuzz),
-    "serve": ("run the reference cache server (lm:// protocol) on loopback", _serve),
-    "conformance": ("run the conformance suite: [--impl SPEC]... [pytest args]", _conformance),
-    "fsck": ("check a store directory of blob files (names, blobs, totals)", _fsck),
+#: Every subcommand, in the order ``lmckv --help`` lists them.
+COMMANDS: dict[str, Command] = {
+    "inspect": Command(
+        "lmckv.conformance.operator.inspect_command",
+        "verify encoded-KV blobs and print their headers",
+    ),
+    "fsck": Command(
+        "lmckv.conformance.operator.fsck_command",
+        "check a store directory of blob files (names, blobs, totals)",
+    ),
+    "serve": Command(
+        "lmckv.conformance.operator.serve_command",
+        "run the reference cache server (lm:// protocol) on loopback",
+    ),
+    "conformance": Command(
+        "lmckv.conformance.runner.conformance_command",
+        "run the conformance suite: [--impl SPEC]... [pytest args]",
+    ),
+    "golden": Command(
+        "lmckv.conformance.golden.golden_command",
+        "regenerate the golden vectors, or --check them byte for byte",
+    ),
+    "fuzz": Command(
+        "lmckv.conformance.fuzz.fuzz_command", "fuzz every decoder (reference and C testee)"
+    ),
+    "bench": Command("lmckv.bench.bench_command", "run, compare or check benchmarks"),
+    "report": Command(
+        "lmckv.reports.report_command",
+        "build the HTML/PNG report from bench and conformance results",
+    ),
 }
 
 
@@ -103,46 +100,34 @@ class _VersionAction(argparse.Action):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The parser of ``lmckv``; the handed-over subcommands appear in its help only."""
+    """The parser of ``lmckv`` itself: ``--version`` and the list of subcommands."""
     parser = argparse.ArgumentParser(prog="lmckv", description=DESCRIPTION)
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    insp = sub.add_parser(
-        "inspect",
-        help="verify encoded-KV blobs and print their headers",
-        description="Verify encoded-KV blobs and print their headers. Exit status: 0 all "
-        "valid, 1 any invalid, 2 any unreadable or bad usage.",
-    )
-    insp.add_argument("--json", action="store_true", help="one JSON object per file per line")
-    insp.add_argument("--decode", action="store_true", help="add tensor statistics")
-    insp.add_argument("files", nargs="+", metavar="FILE")
-    for name, (help_text, _) in HANDED_OVER.items():
-        sub.add_parser(name, help=help_text, add_help=False)
+    for name, command in COMMANDS.items():
+        sub.add_parser(name, help=command.help, add_help=False)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``lmckv`` console script; returns the exit status."""
     args_in = list(sys.argv[1:] if argv is None else argv)
-    if args_in and args_in[0] in HANDED_OVER:
-        command = args_in[0]
-        _, handler = HANDED_OVER[command]
+    if not args_in or args_in[0] not in COMMANDS:
         try:
-            return int(handler(args_in[1:]))
-        except ModuleNotFoundError as exc:
-            message = missing_extra_message(command, exc)
-            if message is None:
-                raise
-            print(message, file=sys.stderr)
-            return EXIT_USAGE
-        except SystemExit as exc:  # argparse's --help or usage error inside the subcommand
-            if exc.code is None or isinstance(exc.code, int):
-                return exc.code or 0
-            raise
+            build_parser().parse_args(args_in)
+        except SystemExit as exc:  # --help, --version, or a usage error
+            return int(exc.code or 0) and EXIT_USAGE
+        return EXIT_USAGE
+    name = args_in[0]
     try:
-        args = build_parser().parse_args(args_in)
-    except SystemExit as exc:
-        return int(exc.code or 0) and EXIT_USAGE
-    from lmckv import inspect_command
-
-    return inspect_command.run(args.files, as_json=args.json, decode=args.decode)
+        return int(COMMANDS[name].load()(args_in[1:]))
+    except ModuleNotFoundError as exc:
+        message = missing_extra_message(name, exc)
+        if message is None:
+            raise
+        print(message, file=sys.stderr)
+        return EXIT_USAGE
+    except SystemExit as exc:  # argparse's --help or usage error inside the subcommand
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        raise

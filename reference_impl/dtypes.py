@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from lmckv.reference_impl.dtype_table import NAME_OF_ID
+from .dtype_table import NAME_OF_ID
 
 #: id -> dtype, as read. Id 1 is the legacy alias of float16.
 INT_TO_DTYPE: dict[int, torch.dtype | None] = {

@@ -6,13 +6,13 @@ from html import escape
 
 import pandas as pd
 
-from lmckv.bench.families import REALISTIC, STRESS, family_role
-from lmckv.bench.serde_ops import CODEC_OF
-from lmckv.reports import figures
-from lmckv.reports.comparison import VERDICT_CLASS, compare, counts_text
-from lmckv.reports.html import Section, collapsible, details, figure, note, paragraph, table
-from lmckv.reports.load import ReportInputs, scope_rank
-from lmckv.reports.output import Output
+from ..bench.families import REALISTIC, STRESS, family_role
+from ..bench.serde_ops import CODEC_OF
+from . import figures
+from .comparison import VERDICT_CLASS, compare, counts_text
+from .html import Section, collapsible, details, figure, note, paragraph, table
+from .load import ReportInputs, scope_rank
+from .output import Output
 
 NO_BENCH = "no bench results file among the inputs: benchmarks are not reported"
 DEVICE_TITLE = {"cpu": "CPU", "cuda": "CUDA"}

@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
-from lmckv.bench.compare import compare_runs, summary
-from lmckv.reports.load import BenchRun
+from ..bench.compare import compare_runs, summary
+from .load import BenchRun
 
 GATED_IMPLS = ("reference",)
 # Worst first: the order rows are listed in.

@@ -6,8 +6,8 @@ from html import escape
 
 import pandas as pd
 
-from lmckv.reports import figures
-from lmckv.reports.html import (
+from . import figures
+from .html import (
     OUTCOME_CLASS,
     Section,
     collapsible,
@@ -17,9 +17,9 @@ from lmckv.reports.html import (
     paragraph,
     table,
 )
-from lmckv.reports.load import OUTCOMES, ReportInputs
-from lmckv.reports.output import Output
-from lmckv.reports.summary import failures
+from .load import OUTCOMES, ReportInputs
+from .output import Output
+from .summary import failures
 
 # Worst first: the outcome a matrix cell shows when a rule has several tests for one impl.
 SEVERITY = ("fail", "unexpected_pass", "known_failure", "pass", "skip")

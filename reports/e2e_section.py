@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lmckv.bench.e2e import CONTEXT as PRIMARY_CONTEXT
-from lmckv.bench.serdes import FP8, K16V8, K16V8_V_ONLY
-from lmckv.reports import figures
-from lmckv.reports.bench_section import NO_BENCH, skip_reasons
-from lmckv.reports.html import Section, details, figure, note, paragraph, table
-from lmckv.reports.load import ReportInputs, scope_rank
-from lmckv.reports.output import Output
-from lmckv.reports.serde_choice import RULE_TEXT as SERDE_RULE
-from lmckv.reports.serde_choice import choose_serde, serde_table
+from ..bench.e2e import CONTEXT as PRIMARY_CONTEXT
+from ..bench.serdes import FP8, K16V8, K16V8_V_ONLY
+from . import figures
+from .bench_section import NO_BENCH, skip_reasons
+from .html import Section, details, figure, note, paragraph, table
+from .load import ReportInputs, scope_rank
+from .output import Output
+from .serde_choice import RULE_TEXT as SERDE_RULE
+from .serde_choice import choose_serde, serde_table
 
 STATS = ("v_amax", "head_spread", "page_spread", "channel_spread")
 

@@ -9,9 +9,9 @@ from typing import Any
 import matplotlib
 import pandas as pd
 
-from lmckv.reports.html import Section, collapsible, note, table
-from lmckv.reports.load import BenchRun, ReportInputs, machine_record
-from lmckv.reports.output import Output
+from .html import Section, collapsible, note, table
+from .load import BenchRun, ReportInputs, machine_record
+from .output import Output
 
 
 def _gib(value: Any) -> str:

@@ -26,7 +26,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from lmckv.reports.load import SCALE_SCOPES, scope_rank
+from ..bench.scopes import CALIBRATED_EXTERNAL
+from ..reference_impl.kv_codec.header_fields import ScaleScope
+from .load import SCALE_SCOPES, scope_rank
 
 OP_ORDER = [
     "encode",
@@ -325,7 +327,7 @@ def e2e_chart(e2e: pd.DataFrame, path: Path) -> None:
     """Small multiples: one panel per metric, scopes along x, a point with its 95% interval
     per V format (colour) and cache dtype (marker)."""
     rows = e2e[e2e["layer"].isna() & e2e["metric"].isin(list(E2E_METRICS))]
-    scopes = _ordered(rows["scope"], [*SCALE_SCOPES, "EXTERNAL_CALIBRATED"])
+    scopes = _ordered(rows["scope"], [*SCALE_SCOPES, CALIBRATED_EXTERNAL])
     fmts = _ordered(rows["fmt"], list(FMT_COLOR))
     dtypes = _ordered(rows["cache_dtype"], list(DTYPE_MARKER))
     fig, axes = plt.subplots(1, len(E2E_METRICS), figsize=(13.5, 3.3), layout="constrained")
@@ -413,7 +415,7 @@ def family_panels(
         ax.set_visible(False)
     for ax, family in zip(axes.flat, families, strict=False):
         sel = rows[rows["data"] == family].groupby("scope")["value"].mean()
-        scopes = _ordered(pd.Series(sel.index), [*SCALE_SCOPES, "EXTERNAL_CALIBRATED"])
+        scopes = _ordered(pd.Series(sel.index), [*SCALE_SCOPES, CALIBRATED_EXTERNAL])
         values = sel.reindex(scopes).to_numpy(float)
         ax.bar(range(len(scopes)), values, color=[_scope_color(s) for s in scopes])
         positive = values[values > 0]
@@ -428,9 +430,9 @@ def family_panels(
 
 
 _SHORT = {
-    "PER_TENSOR": "TENSOR",
-    "PER_LAYER_HEAD": "L·HEAD",
-    "PER_PAGE_HEAD": "P·HEAD",
-    "EXTERNAL": "EXT 1.0",
-    "EXTERNAL_CALIBRATED": "EXT cal",
+    ScaleScope.PER_TENSOR.name: "TENSOR",
+    ScaleScope.PER_LAYER_HEAD.name: "L·HEAD",
+    ScaleScope.PER_PAGE_HEAD.name: "P·HEAD",
+    ScaleScope.EXTERNAL.name: "EXT 1.0",
+    CALIBRATED_EXTERNAL: "EXT cal",
 }

@@ -2,7 +2,7 @@
 
 A bench file is JSON Lines whose first record has ``kind == "header"``; a conformance file is
 one JSON object with a ``"tests"`` list. Every record and document is checked against its
-schema (conformance/core/schemas/, SCHEMAS.md) before it is tabled; bench files are read by
+schema (lmckv/base/schemas/, SCHEMAS.md) before it is tabled; bench files are read by
 bench's one reader (bench/results.py) with record kinds newer than the schema counted and
 skipped.
 Every problem in an input is a :class:`ReportInputError` naming the file (and line), never a
@@ -18,8 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from lmckv.bench.results import BenchFile, UnknownKinds, VersionMismatch, parse
-from lmckv.conformance.core.schemas import (
+from lmckv.base.schemas import (
     RESULTS_VERSION,
     SchemaError,
     bench_fields,
@@ -31,10 +30,13 @@ from lmckv.conformance.core.schemas import (
     validate,
 )
 
+from ..bench.results import BenchFile, UnknownKinds, VersionMismatch, parse
+from ..bench.scopes import SCOPE_NAMES
+
 #: The conformance results version this builder reads (the results schema's ``const``).
 RESULTS_SCHEMA_VERSION = RESULTS_VERSION
 
-# Columns of each table: the fields the schemas require (conformance/core/schemas/).
+# Columns of each table: the fields the schemas require (lmckv/base/schemas/).
 BENCH_FIELDS: dict[str, tuple[str, ...]] = {
     kind: bench_fields(kind) for kind in bench_kinds() if kind != "header"
 }
@@ -58,9 +60,7 @@ CONFORMANCE_FIELDS: dict[str, tuple[str, ...]] = {
 }
 OUTCOMES: tuple[str, ...] = enum("results", "$defs", "test", "properties", "outcome")
 # The header's scale_scope field (ScaleScope values 0..3), in that order.
-SCALE_SCOPES: tuple[str, ...] = tuple(
-    s for s in enum("bench-row", "$defs", "throughput", "properties", "scope") if s is not None
-)
+SCALE_SCOPES = SCOPE_NAMES
 
 
 def scope_rank(scope: object) -> int:

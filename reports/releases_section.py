@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from lmckv.reports.html import Section, note, paragraph, table
-from lmckv.reports.output import Output
+from .html import Section, note, paragraph, table
+from .output import Output
 
 SECTION_ID = "releases"
 TITLE = "LMCache releases"

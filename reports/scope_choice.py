@@ -33,9 +33,10 @@ from typing import TypeGuard
 import numpy as np
 import pandas as pd
 
-from lmckv.bench.bootstrap import paired_difference
-from lmckv.bench.families import REALISTIC, STRESS, family_role
-from lmckv.reports.load import scope_rank
+from ..bench.bootstrap import paired_difference
+from ..bench.families import REALISTIC, STRESS, family_role
+from ..bench.scopes import out_of_band
+from .load import scope_rank
 
 MAX_ENCODE_COST = 0.25
 MAX_BYTES_OVERHEAD = 0.05
@@ -54,11 +55,6 @@ RULE_TEXT = (
     "includes zero tie, and then the fewer bytes per token, then the faster encode, win. "
     "Synthetic stress families are shown beside the choice, not used to make it."
 )
-
-
-def out_of_band(scope: str) -> bool:
-    """EXTERNAL (and variants such as EXTERNAL_CALIBRATED): the blob holds no scales."""
-    return scope == "EXTERNAL" or scope.startswith("EXTERNAL_")
 
 
 @dataclass(frozen=True)

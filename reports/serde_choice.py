@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from lmckv.bench.serde_ops import SERDE_SCOPES
-from lmckv.bench.serdes import FP8, K16V8, K16V8_V_ONLY, NONE, installed_writes, l2_config
+from ..bench.serde_ops import SERDE_SCOPES
+from ..bench.serdes import FP8, K16V8, K16V8_V_ONLY, NONE, installed_writes, l2_config
 
 PPL_BUDGET = 0.01
 BYTES_TIE = 0.01

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lmckv.reports.html import Section, note, paragraph, table
-from lmckv.reports.load import ReportInputs
-from lmckv.reports.output import Output
+from .html import Section, note, paragraph, table
+from .load import ReportInputs
+from .output import Output
 
 
 def _mib(value: float | None) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lmckv.reports.load import OUTCOMES
+from .load import OUTCOMES
 
 
 def level_counts(tests: pd.DataFrame) -> pd.DataFrame:

@@ -7,16 +7,16 @@ from typing import Any
 
 import pandas as pd
 
-from lmckv.bench.serdes import FP8
-from lmckv.reports.comparison import counts_text
-from lmckv.reports.e2e_section import primary, serde_groups
-from lmckv.reports.html import Section, details, note, paragraph, table
-from lmckv.reports.load import ReportInputs
-from lmckv.reports.output import Output
-from lmckv.reports.scope_choice import MAX_ENCODE_COST, RULE_TEXT, ScopeChoice, choose_scope
-from lmckv.reports.serde_choice import RULE_TEXT as SERDE_RULE
-from lmckv.reports.serde_choice import choose_serde, serde_table
-from lmckv.reports.summary import (
+from ..bench.serdes import FP8
+from .comparison import counts_text
+from .e2e_section import primary, serde_groups
+from .html import Section, details, note, paragraph, table
+from .load import ReportInputs
+from .output import Output
+from .scope_choice import MAX_ENCODE_COST, RULE_TEXT, ScopeChoice, choose_scope
+from .serde_choice import RULE_TEXT as SERDE_RULE
+from .serde_choice import choose_serde, serde_table
+from .summary import (
     failures,
     headline_ratios,
     level_counts,

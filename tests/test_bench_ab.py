@@ -11,7 +11,7 @@ import pytest
 from bench_files import tiny_plan
 
 from lmckv.bench.ab import SideError, parse_env, resolve_side, run_ab
-from lmckv.bench.cli import main
+from lmckv.bench.bench_command import main
 from lmckv.bench.decision import EXIT_REGRESSION
 from lmckv.bench.impls import SLOWDOWN_ENV
 from lmckv.bench.results import load

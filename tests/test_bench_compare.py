@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from bench_files import MACHINE, throughput_row, tiny_plan, write_results
 
-from lmckv.bench.cli import main
+from lmckv.bench.bench_command import main
 from lmckv.bench.compare import (
     EXIT_INCONCLUSIVE,
     EXIT_OK,

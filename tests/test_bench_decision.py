@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from bench_files import synthetic_run, throughput_row, write_results
 
-from lmckv.bench.cli import main
+from lmckv.bench.bench_command import main
 from lmckv.bench.compare import bench_id, compare_rows
 from lmckv.bench.decision import (
     EXIT_INCONCLUSIVE,

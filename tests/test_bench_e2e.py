@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
+from lmckv.base.schemas import SchemaError
 from lmckv.bench import bootstrap, e2e, kvstats, realkv
 from lmckv.bench.data import synthetic
 from lmckv.bench.impls import load_impls
 from lmckv.bench.results import validate_record
-from lmckv.conformance.core.schemas import SchemaError
 
 #: What the results writer stamps on every row after the header.
 MACHINE_ID = "0123456789abcdef"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from lmckv.bench import serdes
-from lmckv.bench.cli import main
+from lmckv.bench.bench_command import main
 from lmckv.bench.results import load, validate_record
 
 #: Set by ``nox -s tests`` (which installs the ``real-kv`` extra): without transformers these

@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 from bench_files import synthetic_run, write_results
 
+from lmckv.base.process_groups import group_alive
 from lmckv.bench import gate_check
 from lmckv.bench.background import COPY_BYTES, KINDS, background_load, work
 from lmckv.bench.background import main as background_main
-from lmckv.bench.cli import main
+from lmckv.bench.bench_command import main
 from lmckv.bench.compare import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
 from lmckv.bench.gate_check import (
     PLAIN,
@@ -32,7 +33,6 @@ from lmckv.bench.gate_check import (
     session_folder,
     summarize,
 )
-from lmckv.conformance.core.child_groups import group_alive
 
 
 def outcomes(codes: list[int], encode: float = 1.0) -> list[Outcome]:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 
-from lmckv.bench.cli import main
+from lmckv.bench.bench_command import main
 from lmckv.bench.cuda_limits import (
     CUDA_LIMIT,
     LAUNCH_BOUND_S,

@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 import torch
 
+from lmckv.base.schemas import validate
 from lmckv.bench.impls import load_impls
 from lmckv.bench.serde_ops import SERDE_OPS, SERDE_SCOPES, SerdeOps
 from lmckv.bench.throughput import Case, ThroughputPlan, make_layers, measure, rows
-from lmckv.conformance.core.schemas import validate
 from lmckv.reference_impl.kv_codec import AsymK16V8Codec, ScaleScope
 from lmckv.reports.bench_section import serde_cost
 

@@ -19,7 +19,7 @@ import torch
 from upstream_required import upstream_missing, upstream_required
 
 from lmckv import cli
-from lmckv.conformance.core.schemas import validate
+from lmckv.base.schemas import validate
 from lmckv.conformance.store import fsck, writers
 from lmckv.reference_impl.keys import ObjectKey, object_key_to_filename
 from lmckv.reference_impl.kv_codec import (
@@ -306,7 +306,7 @@ def test_json_to_stdout_and_the_progress_bar(
     document = json.loads(capsys.readouterr().out)
     validate(document, "fsck")
     assert document["valid_blobs"] == len(FULL)
-    from lmckv import fsck_command
+    from lmckv.conformance.operator import fsck_command
 
     verdicts = [fsck.Verdict("a"), fsck.Verdict("b")]
     for show in (True, False):  # tqdm's bar (the bench extra) or the stream as it is
@@ -332,7 +332,8 @@ def test_the_header_and_key_readers_load_no_torch() -> None:
     """fsck and inspect's header check import neither torch nor anything that does: their
     memory is that of a small process (torch alone is ~225 MB)."""
     code = (
-        "import sys, lmckv.fsck_command, lmckv.inspect_command, lmckv.conformance.store.fsck; "
+        "import sys, lmckv.conformance.operator.fsck_command, "
+        "lmckv.conformance.operator.inspect_command, lmckv.conformance.store.fsck; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'numpy')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

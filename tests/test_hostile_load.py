@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
+from lmckv.base.schemas import validate
 from lmckv.bench.hostile import ATTACKS, HostilePlan, run_attack
-from lmckv.conformance.core.schemas import validate
 
 PLAN = HostilePlan(duration_s=3.0)
 #: Attacks a canary must get through (a stalled payload refreshed every second can hold

@@ -8,7 +8,7 @@ which is how shared concepts end up living inside one consumer. Nor may the modu
 a unit too. The command line (the
 ``lmckv`` unit itself) is the top layer: nothing below imports it. The golden-vector
 generator is a leaf: outside it only its command-line entry point
-(``lmckv.conformance.golden.cli``) may be imported. Tests may import anything they test.
+(``lmckv.conformance.golden.golden_command``) may be imported. Tests may import anything they test.
 
 Module names are the installed ones, read from pyproject.toml's package-dir mapping (each
 top-level folder of the repository installs as a sub-package of ``lmckv``).
@@ -28,7 +28,12 @@ PACKAGE_DIRS: dict[str, str] = tomllib.loads((REPO / "pyproject.toml").read_text
 ]["package-dir"]
 TOP = "lmckv"
 GOLDEN = "lmckv.conformance.golden"
-GOLDEN_ENTRY = "lmckv.conformance.golden.cli"
+GOLDEN_ENTRY = "lmckv.conformance.golden.golden_command"
+#: The shared base (``lmckv/base/``): schemas, resources, process groups, the installed
+#: LMCache release.
+BASE = "lmckv.base"
+#: The suite's own core, which the benchmarks and the report must not reach into.
+SUITE_CORE = "lmckv.conformance.core"
 
 
 def _module_name(package: str, folder: Path, path: Path) -> str:
@@ -122,8 +127,9 @@ def test_the_walk_sees_the_layers() -> None:
     graph = unit_graph()
     assert "lmckv.conformance.core" in graph["lmckv.conformance.drivers"]
     assert "lmckv.conformance.drivers" in graph["lmckv.conformance.golden"]
-    assert "lmckv.conformance.core" in graph["lmckv.bench"]
-    assert "lmckv.bench" in graph["lmckv"]
+    assert BASE in graph["lmckv.bench"]
+    assert "lmckv.base.schemas" in graph["lmckv.reports"]
+    assert "lmckv.reference_impl.kv_codec" in graph["lmckv.bench"]
     assert "lmckv.reference_impl.kv_codec" in graph["lmckv.conformance.golden"]
 
 
@@ -159,6 +165,36 @@ def test_core_imports_nothing_else_of_the_suite() -> None:
         for target in imports_of(module)
         if target.startswith("lmckv.conformance")
         and not target.startswith("lmckv.conformance.core")
+    )
+    assert not leaks, leaks
+
+
+def _in(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_the_base_imports_nothing_else_of_lmckv() -> None:
+    """The shared base is the bottom layer: it imports only itself."""
+    leaks = sorted(
+        f"{module} imports {target}"
+        for module in MODULES
+        if _in(module, BASE)
+        for target in imports_of(module)
+        if not _in(target, BASE)
+    )
+    assert not leaks, leaks
+
+
+def test_bench_and_reports_stand_on_the_base_not_on_the_suites_core() -> None:
+    """Schemas, resources and process groups come from ``lmckv.base``; the suite's core
+    (rules, operations, wire, observations) is the suite's own."""
+    assert any(_in(t, BASE) for m in MODULES if _in(m, "lmckv.bench") for t in imports_of(m))
+    leaks = sorted(
+        f"{module} imports {target}"
+        for module in MODULES
+        if _in(module, "lmckv.bench") or _in(module, "lmckv.reports")
+        for target in imports_of(module)
+        if _in(target, SUITE_CORE)
     )
     assert not leaks, leaks
 

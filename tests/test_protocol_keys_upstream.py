@@ -5,7 +5,6 @@ divergence (SPEC "Differences from upstream 0.5.6") is observed on upstream."""
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import struct
 import sys
 from types import ModuleType
@@ -17,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from upstream_required import upstream_missing
 
+from lmckv.base.lmcache_release import installed_version
 from lmckv.reference_impl import keys as rk
 from lmckv.reference_impl import protocol as rp
 from lmckv.reference_impl.protocol.remote_metadata import reset_remote_metadata_info
@@ -28,9 +28,8 @@ _AWSCRT_MODULES = ("awscrt", "awscrt.auth", "awscrt.io", "awscrt.s3", "awscrt.ht
 
 
 def _require_upstream(module: str) -> ModuleType:
-    try:
-        version = importlib.metadata.version("lmcache")
-    except importlib.metadata.PackageNotFoundError:
+    version = installed_version()
+    if version is None:
         upstream_missing(
             "upstream lmcache is not installed: byte-identity checks need lmcache==0.5.6",
             allow_module_level=True,

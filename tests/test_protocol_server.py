@@ -11,6 +11,7 @@ import time
 import pytest
 import torch
 
+from lmckv.conformance.operator.serve_command import main
 from lmckv.reference_impl.protocol import server_budget
 from lmckv.reference_impl.protocol.memory_format import MemoryFormat
 from lmckv.reference_impl.protocol.server import (
@@ -19,7 +20,6 @@ from lmckv.reference_impl.protocol.server import (
     Entry,
     ServerConfig,
     Store,
-    main,
 )
 
 HEALTH = struct.pack("<9i150s", 5, 0, 1, 2, 0, 0, 0, 0, 0, b"m@1@0@a@half".ljust(150))

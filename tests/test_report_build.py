@@ -14,7 +14,7 @@ from test_bench_decision import synthetic_run
 
 from lmckv.bench.compare import compare_files
 from lmckv.bench.machine import machine_id
-from lmckv.reports.cli import main
+from lmckv.reports.report_command import main
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
 SECTIONS = [

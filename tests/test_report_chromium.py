@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lmckv.reports.cli import main
+from lmckv.reports.report_command import main
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
 SECTIONS = [

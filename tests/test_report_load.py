@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from lmckv.bench.results import UnknownKinds, read
-from lmckv.reports.cli import main
 from lmckv.reports.load import BenchRun, ConformanceRun, ReportInputError, load_inputs, load_results
+from lmckv.reports.report_command import main
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
 HEADER = {

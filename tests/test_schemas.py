@@ -15,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
+from lmckv.base import schemas
+from lmckv.base.schemas import FAST_PATTERNS, SCHEMA_NAMES, SchemaError, validate
 from lmckv.bench import results as bench_results
 from lmckv.bench.results import ResultsWriter, load
-from lmckv.conformance.core import schemas
-from lmckv.conformance.core.schemas import FAST_PATTERNS, SCHEMA_NAMES, SchemaError, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = sorted((ROOT / "golden_blobs" / "v1").glob("*.json"))

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from lmckv.conformance.drivers.base import DriverError
-from lmckv.conformance.drivers.server_driver import load_server, require_loopback
+from lmckv.conformance.drivers.server_driver import require_loopback
+from lmckv.conformance.runner.impl_specs import load_server
 from lmckv.conformance.runner.subprocess_suite import run_suite
 
 

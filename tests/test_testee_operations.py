@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from upstream_required import upstream_missing
 
+from lmckv.base.resources import package_path
+from lmckv.base.schemas import SchemaError, validate
 from lmckv.conformance.core import operations as ops
 from lmckv.conformance.core import testee_schema
 from lmckv.conformance.core.golden_vectors import vectors
-from lmckv.conformance.core.resources import package_path
-from lmckv.conformance.core.schemas import SchemaError, validate
 from lmckv.conformance.core.wire import FIELD_TYPES
 from lmckv.conformance.drivers import DriverError, schema_check
 from lmckv.conformance.drivers.exec_driver import ExecDriver
@@ -33,7 +33,7 @@ KV_RANK = {"world_size": 8, "global_rank": 5, "local_world_size": 4, "local_rank
 
 
 def test_the_committed_schema_is_what_the_generator_writes() -> None:
-    committed = package_path("lmckv.conformance.core", "schemas", "testee.schema.json")
+    committed = package_path("lmckv.base.schemas", "testee.schema.json")
     assert Path(committed).read_text(encoding="utf-8") == testee_schema.text(), (
         "run python -m lmckv.conformance.core.testee_schema --write"
     )

@@ -17,7 +17,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Literal
 
-from lmckv.conformance.core.digests import crc32
+from .digests import crc32
 
 MAGIC = b"LMCKV\x01\x00\x01"
 #: The known hash keys in writing order (SPEC.md, "Blob header": the canonical header).

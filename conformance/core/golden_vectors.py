@@ -10,8 +10,8 @@ import functools
 import json
 from typing import Any
 
-from lmckv.conformance.core.resources import golden_dir
-from lmckv.conformance.core.schemas import validate
+from lmckv.base.resources import golden_dir
+from lmckv.base.schemas import validate
 
 #: The golden_blobs folder (the ``golden_blobs`` package, or ``$LMCKV_GOLDEN_DIR``).
 GOLDEN_DIR = golden_dir()

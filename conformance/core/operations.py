@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lmckv.conformance.core.blob_model import HASH_KEYS as HASH_FIELDS
-from lmckv.conformance.core.wire import FIELD_TYPES, FieldType
+from .blob_model import HASH_KEYS as HASH_FIELDS
+from .wire import FIELD_TYPES, FieldType
 
 #: The hash gate's request fields: this prefix and a hash name.
 EXPECT_PREFIX = "expect_"

@@ -7,7 +7,7 @@ wrong is a ``TesteeFailure`` of one of three kinds (``FailureKind``): the testee
 (``protocol``). The failure says which request went unanswered; the process is then
 gone (killed and reaped), and the next exchange starts a fresh one.
 
-The harness owns what it starts (``child_groups``): the testee leads its own process
+The harness owns what it starts (``process_groups``): the testee leads its own process
 group, and the whole group is killed when the testee is ended, times out or crashes, and
 when the harness exits or is signalled, so a wrapper's children do not outlive the run.
 What a testee can make the harness hold is bounded: its stderr is read from a pipe into a
@@ -27,8 +27,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, NoReturn
 
-from lmckv.conformance.core import child_groups
-from lmckv.conformance.core.wire import PROTOCOL_VERSION, WireError, dumps_line, loads_line
+from lmckv.base import process_groups
+
+from .wire import PROTOCOL_VERSION, WireError, dumps_line, loads_line
 
 #: How much of the stderr log a failure keeps (bytes, from the end).
 STDERR_TAIL = 4096
@@ -134,7 +135,7 @@ class TesteeProcess:
             )
         except OSError as exc:
             raise TesteeFailure(FailureKind.CRASH, f"cannot start {self.argv[0]}: {exc}") from None
-        child_groups.register(self._proc.pid)
+        process_groups.register(self._proc.pid)
         assert self._proc.stdin is not None and self._proc.stderr is not None
         os.set_blocking(self._proc.stdin.fileno(), False)
         os.set_blocking(self._proc.stderr.fileno(), False)
@@ -175,7 +176,7 @@ class TesteeProcess:
             proc.stdin.close()
         if graceful:
             self._drain_stderr(proc, until_exit=self.stop_timeout)
-        child_groups.release(proc.pid)  # the testee, if still there, and its children
+        process_groups.release(proc.pid)  # the testee, if still there, and its children
         proc.wait()
         self._drain_stderr(proc, until_exit=0)
         proc.stdout.close()

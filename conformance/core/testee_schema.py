@@ -19,10 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
-from lmckv.conformance.core.operations import (
+from lmckv.base.resources import package_path
+from lmckv.base.schemas import HEX_LIST_PATTERN, HEX_PATTERN
+
+from .operations import (
     ERROR_FIELDS,
     HELLO_REPLY,
     TABLE,
@@ -30,10 +32,9 @@ from lmckv.conformance.core.operations import (
     null_items,
     nullable,
 )
-from lmckv.conformance.core.schemas import HEX_LIST_PATTERN, HEX_PATTERN
-from lmckv.conformance.core.wire import FIELD_TYPES, PROTOCOL_VERSION, FieldType
+from .wire import FIELD_TYPES, PROTOCOL_VERSION, FieldType
 
-PATH = Path(__file__).with_name("schemas") / "testee.schema.json"
+PATH = package_path("lmckv.base.schemas", "testee.schema.json")
 #: JSON Schema of each wire type (TESTEE.md, "Field types").
 TYPES: dict[str, dict[str, Any]] = {
     FieldType.INT.value: {"type": "integer"},

@@ -2,6 +2,6 @@
 implementation under test, in this process (``python_driver``, ``upstream_driver``) or over
 TESTEE.md's stdio protocol (``exec_driver``)."""
 
-from lmckv.conformance.drivers.base import Driver, DriverError, ImplInfo
+from .base import Driver, DriverError, ImplInfo
 
 __all__ = ["Driver", "DriverError", "ImplInfo"]

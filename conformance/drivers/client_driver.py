@@ -28,11 +28,12 @@ from typing import Any
 
 import torch
 
-from lmckv.conformance.drivers.base import Driver, DriverError, ImplInfo
-from lmckv.conformance.drivers.server_driver import module_absent
-from lmckv.conformance.drivers.upstream_driver import _quiet_lmcache_logging
+from lmckv.base.lmcache_release import installed_version
 
-CLIENT_KINDS = ("reference-client", "upstream-client")
+from .base import Driver, DriverError, ImplInfo
+from .server_driver import module_absent
+from .upstream_driver import _quiet_lmcache_logging
+
 CALL_TIMEOUT = 3.0
 #: Upstream's ``lm://`` client: LMCServerConnector's module.
 UPSTREAM_CLIENT_MODULE = "lmcache.v1.storage_backend.connector.lm_connector"
@@ -88,7 +89,7 @@ def _guard(exc: BaseException) -> Exception:
 
 class _ReferenceSession(ClientSession):
     def __init__(self, host: str, port: int) -> None:
-        from lmckv.reference_impl.protocol.client import CacheClient
+        from ...reference_impl.protocol.client import CacheClient
 
         self.client = CacheClient(host, port, timeout=CALL_TIMEOUT)
 
@@ -106,7 +107,7 @@ class _ReferenceSession(ClientSession):
             raise _guard(exc) from exc
 
     def put(self, key: str, data: bytes, dtype: torch.dtype, shape: Sequence[int]) -> None:
-        from lmckv.reference_impl.protocol.memory_format import MemoryFormat
+        from ...reference_impl.protocol.memory_format import MemoryFormat
 
         try:
             self.client.put(key, data, MemoryFormat.KV_2LTD, dtype, shape)
@@ -213,25 +214,16 @@ class UpstreamClientDriver(ClientDriver):
         return _UpstreamSession(host, port)
 
 
-def load_client(spec: str) -> ClientDriver | None:
-    """The client driver ``spec`` names, or None when it names no client."""
-    if spec == "reference-client":
-        return ReferenceClientDriver()
-    if spec == "upstream-client":
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            found: str | None = version("lmcache")
-        except PackageNotFoundError:
-            raise DriverError("--impl upstream-client: lmcache is not installed") from None
-        if module_absent(UPSTREAM_CLIENT_MODULE):
-            return UpstreamClientDriver(
-                found, f"lmcache {found} has no {UPSTREAM_CLIENT_MODULE} (no lm:// client)"
-            )
-        try:
-            importlib.import_module(UPSTREAM_CLIENT_MODULE)
-            _quiet_lmcache_logging()
-        except ImportError as exc:
-            raise DriverError(f"--impl upstream-client: cannot import it: {exc}") from exc
-        return UpstreamClientDriver(found)
-    return None
+def upstream_client() -> ClientDriver:
+    """The installed LMCache's ``lm://`` client (a release without it gives a driver whose
+    tests skip, saying so); ImportError when it is there but cannot be imported."""
+    found = installed_version()
+    if found is None:
+        raise DriverError("lmcache is not installed")
+    if module_absent(UPSTREAM_CLIENT_MODULE):
+        return UpstreamClientDriver(
+            found, f"lmcache {found} has no {UPSTREAM_CLIENT_MODULE} (no lm:// client)"
+        )
+    importlib.import_module(UPSTREAM_CLIENT_MODULE)
+    _quiet_lmcache_logging()
+    return UpstreamClientDriver(found)

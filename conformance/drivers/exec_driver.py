@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lmckv.conformance.core.error_names import RAW_PREFIX
-from lmckv.conformance.core.operations import CAPABILITIES, reply_problem
-from lmckv.conformance.core.testee_process import FailureKind, TesteeFailure, TesteeProcess
-from lmckv.conformance.core.wire import PROTOCOL_VERSION, WireError, to_wire
-from lmckv.conformance.drivers.base import Driver, DriverError, ImplInfo
+from ..core.error_names import RAW_PREFIX
+from ..core.operations import CAPABILITIES, reply_problem
+from ..core.testee_process import FailureKind, TesteeFailure, TesteeProcess
+from ..core.wire import PROTOCOL_VERSION, WireError, to_wire
+from .base import Driver, DriverError, ImplInfo
 
 #: How much of the testee's stderr a failure quotes (bytes, from the end).
 STDERR_QUOTE = 600

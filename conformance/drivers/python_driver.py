@@ -21,18 +21,18 @@ from typing import Any
 
 import torch
 
-from lmckv.conformance.core.blob_model import HASH_KEYS
-from lmckv.conformance.core.dtype_names import DtypeNameError, dtype_from_name, dtype_name
-from lmckv.conformance.core.error_names import RAW_PREFIX, op_family
-from lmckv.conformance.core.operations import (
+from ..core.blob_model import HASH_KEYS
+from ..core.dtype_names import DtypeNameError, dtype_from_name, dtype_name
+from ..core.error_names import RAW_PREFIX, op_family
+from ..core.operations import (
     CAPABILITY_FLAGS,
     HEADER_GEOMETRY,
     OPERATIONS,
     reply_problem,
 )
-from lmckv.conformance.core.tensor_bytes import tensor_bytes, tensor_from_bytes
-from lmckv.conformance.drivers import serde_ops
-from lmckv.conformance.drivers.base import Driver, DriverError, ImplInfo
+from ..core.tensor_bytes import tensor_bytes, tensor_from_bytes
+from . import serde_ops
+from .base import Driver, DriverError, ImplInfo
 
 #: How the Python API names a CacheEngineKey tag in ``request_configs`` (upstream's
 #: convention, which the reference follows); the key string carries the name without it.

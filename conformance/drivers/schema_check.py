@@ -22,10 +22,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lmckv.conformance.core.operations import OPS
-from lmckv.conformance.core.schemas import SchemaError, validate
-from lmckv.conformance.core.wire import PROTOCOL_VERSION, WireError, to_wire
-from lmckv.conformance.drivers.base import Driver
+from lmckv.base.schemas import SchemaError, validate
+
+from ..core.operations import OPS
+from ..core.wire import PROTOCOL_VERSION, WireError, to_wire
+from .base import Driver
 
 ENV = "LMCKV_TESTEE_SCHEMA_LOG"
 #: How many violations the log line quotes.

@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from lmckv.conformance.core.dtype_names import dtype_from_name
-from lmckv.conformance.core.tensor_bytes import tensor_bytes, tensor_from_bytes
+from ..core.dtype_names import dtype_from_name
+from ..core.tensor_bytes import tensor_bytes, tensor_from_bytes
 
 #: Mode -> (serializer, deserializer) class names.
 MODE_CLASSES = {

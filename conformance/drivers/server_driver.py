@@ -26,7 +26,6 @@ import atexit
 import contextlib
 import ipaddress
 import os
-import shlex
 import signal
 import socket
 import subprocess
@@ -36,10 +35,11 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from lmckv.conformance.core import child_groups
-from lmckv.conformance.drivers.base import Driver, DriverError, ImplInfo
+from lmckv.base import process_groups
+from lmckv.base.lmcache_release import installed_version
 
-SERVER_KINDS = ("reference-server", "upstream-server")
+from .base import Driver, DriverError, ImplInfo
+
 #: Seconds a started server may take until it accepts a connection.
 START_TIMEOUT = 10.0
 #: lmcache's server imports torch and most of lmcache first; the reference imports torch
@@ -159,7 +159,7 @@ class ServerDriver(Driver):
             preexec_fn=_die_with_parent,
             start_new_session=True,  # its own process group: a wrapper's children end with it
         )
-        child_groups.register(self.process.pid)
+        process_groups.register(self.process.pid)
         atexit.register(self.close)
         log = os.environ.get("LMCKV_SERVER_LOG")
         if log:
@@ -214,22 +214,13 @@ class ServerDriver(Driver):
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(STOP_TIMEOUT)
         if process is not None:
-            child_groups.release(process.pid)
+            process_groups.release(process.pid)
             process.wait(STOP_TIMEOUT)
         if self.command is not None:
             self._address = None
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
-
-
-def _upstream_version() -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("lmcache")
-    except PackageNotFoundError:
-        return None
 
 
 #: The module ``python -m`` runs as upstream's server (seed 002's server end).
@@ -283,32 +274,31 @@ def reference_server(
     )
 
 
-def load_server(spec: str) -> ServerDriver | None:
-    """The server driver ``spec`` names, or None when it names no server."""
-    if spec == "reference-server":
-        return reference_server()
-    if spec == "upstream-server":
-        version = _upstream_version()
-        if version is None:
-            raise DriverError("--impl upstream-server: lmcache is not installed")
-        absent = None
-        if module_absent(UPSTREAM_SERVER_MODULE):
-            absent = f"lmcache {version} has no {UPSTREAM_SERVER_MODULE} (no lm:// server)"
-        return ServerDriver(
-            "upstream-server",
-            version,
-            command=[sys.executable, "-m", UPSTREAM_SERVER_MODULE, "127.0.0.1", "{port}", "cpu"],
-            start_timeout=UPSTREAM_START_TIMEOUT,
-            absent=absent,
-        )
-    if spec.startswith("server:"):
-        command = shlex.split(spec.removeprefix("server:"))
-        if not command or not any("{port}" in part for part in command):
-            raise DriverError(f"--impl {spec}: the command must contain {{port}}")
-        return ServerDriver("server", None, command=command)
-    if spec.startswith("server-at:"):
-        host, sep, port = spec.removeprefix("server-at:").rpartition(":")
-        if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-            raise DriverError(f"--impl {spec}: expected server-at:127.0.0.1:PORT")
-        return ServerDriver("server-at", None, address=(require_loopback(host), int(port)))
-    return None
+def upstream_server() -> ServerDriver:
+    """The installed LMCache's ``lm://`` server, started on a free loopback port (a release
+    without it gives a driver whose tests skip, saying so)."""
+    version = installed_version()
+    if version is None:
+        raise DriverError("lmcache is not installed")
+    absent = None
+    if module_absent(UPSTREAM_SERVER_MODULE):
+        absent = f"lmcache {version} has no {UPSTREAM_SERVER_MODULE} (no lm:// server)"
+    return ServerDriver(
+        "upstream-server",
+        version,
+        command=[sys.executable, "-m", UPSTREAM_SERVER_MODULE, "127.0.0.1", "{port}", "cpu"],
+        start_timeout=UPSTREAM_START_TIMEOUT,
+        absent=absent,
+    )
+
+
+def command_server(command: list[str]) -> ServerDriver:
+    """A server this command starts; one of its words holds ``{port}``."""
+    if not command or not any("{port}" in part for part in command):
+        raise DriverError("the command must contain {port}")
+    return ServerDriver("server", None, command=command)
+
+
+def server_at(host: str, port: int) -> ServerDriver:
+    """A server already listening at ``host:port`` (loopback only)."""
+    return ServerDriver("server-at", None, address=(require_loopback(host), port))

@@ -33,7 +33,9 @@ import sys
 import types
 import warnings
 
-from lmckv.conformance.drivers.python_driver import PythonDriver
+from lmckv.base.lmcache_release import installed_version
+
+from .python_driver import PythonDriver
 
 
 def _stub_awscrt() -> None:
@@ -193,7 +195,7 @@ def load_upstream(name: str = "upstream") -> PythonDriver:
     _quiet_lmcache_logging()
     # upstream's decode wraps the immutable input in torch.frombuffer and warns about it
     warnings.filterwarnings("ignore", message="The given buffer is not writable")
-    version = importlib.metadata.version("lmcache")
+    version = installed_version()
     return PythonDriver(
         name,
         kv_codec,

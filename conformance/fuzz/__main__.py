@@ -1,7 +1,7 @@
-"""``python -m lmckv.conformance.fuzz``: see :mod:`lmckv.conformance.fuzz.cli`."""
+"""``python -m lmckv.conformance.fuzz``: see :mod:`lmckv.conformance.fuzz.fuzz_command`."""
 
 import sys
 
-from lmckv.conformance.fuzz.cli import main
+from .fuzz_command import main
 
 sys.exit(main())

@@ -7,11 +7,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lmckv.conformance.drivers.python_driver import load_package
-from lmckv.conformance.fuzz.checks import Checker, Limits
-from lmckv.conformance.fuzz.decoders import Target
-from lmckv.conformance.fuzz.differential import Differential
-from lmckv.conformance.fuzz.findings import Failure, Findings
+from ..drivers.python_driver import load_package
+from .checks import Checker, Limits
+from .decoders import Target
+from .differential import Differential
+from .findings import Failure, Findings
 
 
 class Campaign:

@@ -15,8 +15,8 @@ import tracemalloc
 from dataclasses import dataclass
 from types import FrameType
 
-from lmckv.conformance.fuzz.decoders import InputRejected, RoundTripError, Target
-from lmckv.conformance.fuzz.findings import Failure
+from .decoders import InputRejected, RoundTripError, Target
+from .findings import Failure
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,10 @@ import asyncio
 import struct
 from typing import Any
 
-from lmckv.reference_impl.protocol.commands import ServerReturnCode
-from lmckv.reference_impl.protocol.framing import expected_length
-from lmckv.reference_impl.protocol.server import ServerConfig, Store, handle_requests
-from lmckv.reference_impl.protocol.server_message import ServerMetaMessage
+from ...reference_impl.protocol.commands import ServerReturnCode
+from ...reference_impl.protocol.framing import expected_length
+from ...reference_impl.protocol.server import ServerConfig, Store, handle_requests
+from ...reference_impl.protocol.server_message import ServerMetaMessage
 
 CAPACITIES = (0, 600, 4096, 65536)
 _HEADER = struct.Struct("<9i150s")  # command, length, fmt, dtype, location, shape x 4, key

@@ -17,12 +17,12 @@ from typing import Any
 
 import torch
 
-from lmckv.conformance.core import blob_model
-from lmckv.conformance.core.digests import crc32
-from lmckv.conformance.fuzz import connection, seeds
-from lmckv.reference_impl import keys as rk
-from lmckv.reference_impl import kv_codec as kc
-from lmckv.reference_impl import protocol as rp
+from ...reference_impl import keys as rk
+from ...reference_impl import kv_codec as kc
+from ...reference_impl import protocol as rp
+from ..core import blob_model
+from ..core.digests import crc32
+from . import connection, seeds
 
 
 class RoundTripError(AssertionError):

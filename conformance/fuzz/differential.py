@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from lmckv.conformance.core import wire
-from lmckv.conformance.core.error_names import RAW_PREFIX, family_of, op_family
-from lmckv.conformance.core.testee_process import TesteeFailure, TesteeProcess
-from lmckv.conformance.drivers.base import Driver
-from lmckv.conformance.fuzz.findings import TESTEE_KINDS
+from ..core import wire
+from ..core.error_names import RAW_PREFIX, family_of, op_family
+from ..core.testee_process import TesteeFailure, TesteeProcess
+from ..drivers.base import Driver
+from .findings import TESTEE_KINDS
 
 #: How much of the testee's stderr a finding keeps (bytes, from the end).
 STDERR_QUOTE = 3000

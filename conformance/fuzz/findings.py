@@ -13,7 +13,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from lmckv.conformance.core.testee_process import FailureKind
+from ..core.testee_process import FailureKind
 
 #: The finding kind of each way the C testee can fail a request.
 TESTEE_KINDS = {

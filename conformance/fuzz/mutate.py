@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from lmckv.conformance.fuzz.decoders import Target
+from .decoders import Target
 
 OPERATORS = (
     "flip",

@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lmckv.conformance.core.testee_process import FailureKind
-from lmckv.conformance.fuzz.decoders import TARGETS
-from lmckv.conformance.fuzz.findings import TESTEE_KINDS
+from ..core.testee_process import FailureKind
+from .decoders import TARGETS
+from .findings import TESTEE_KINDS
 
 NAME = "c.decoders"
 
@@ -39,7 +39,7 @@ _DONE = re.compile(rb"Done (\d+) runs in (\d+) second")
 
 def available() -> str | None:
     """None when the libFuzzer binary builds here, else why not."""
-    from lmckv.conformance.testees.c.build import BuildError, build_libfuzzer
+    from ..testees.c.build import BuildError, build_libfuzzer
 
     try:
         build_libfuzzer()
@@ -50,7 +50,7 @@ def available() -> str | None:
 
 def run(seconds: float, runs: int, out: Path) -> dict[str, Any]:
     """One libFuzzer campaign; the statistics in the workers' format."""
-    from lmckv.conformance.testees.c.build import build_libfuzzer
+    from ..testees.c.build import build_libfuzzer
 
     binary = build_libfuzzer()
     findings = out / "findings" / NAME

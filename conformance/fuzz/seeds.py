@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from lmckv.conformance.core.golden_vectors import GOLDEN_DIR, golden_file
+from ..core.golden_vectors import GOLDEN_DIR, golden_file
 
 #: Seeds larger than this are left out: the fuzzers mutate small inputs quickly.
 MAX_SEED_BYTES = 8192
@@ -40,7 +40,7 @@ def _files(vectors: list[dict[str, Any]], *keys: str) -> list[bytes]:
 
 def _generated_blobs() -> list[bytes]:
     """Valid blobs of every scope, written by the reference (small shapes)."""
-    from lmckv.reference_impl.kv_codec import AsymK16V8Codec, CodecHashes, ScaleScope
+    from ...reference_impl.kv_codec import AsymK16V8Codec, CodecHashes, ScaleScope
 
     gen = torch.Generator().manual_seed(7)
     out = []
@@ -79,7 +79,7 @@ def protocol_messages(kind: str) -> tuple[bytes, ...]:
 
 
 def _generated_messages(kind: str) -> tuple[bytes, ...]:
-    from lmckv.reference_impl import protocol as p
+    from ...reference_impl import protocol as p
 
     shape = torch.Size([2, 32, 256, 1024])
     if kind == "client":

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from lmckv.conformance.fuzz.campaign import Campaign
+    from .campaign import Campaign
 
 #: Imported under atheris' instrumentation when the engine is atheris (see main).
 INSTRUMENTED = ("lmckv.reference_impl",)
@@ -36,7 +36,7 @@ NOT_INSTRUMENTED = (
 
 
 def _finish(campaign: Campaign, args: argparse.Namespace) -> None:
-    from lmckv.conformance.fuzz.findings import dump
+    from .findings import dump
 
     dump(Path(args.stats), {**campaign.finish(), "engine": args.engine})
 
@@ -90,7 +90,7 @@ def run_atheris(campaign: Campaign, args: argparse.Namespace) -> None:
 
 
 def run_mutate(campaign: Campaign, args: argparse.Namespace) -> None:
-    from lmckv.conformance.fuzz.mutate import campaign as mutation_campaign
+    from .mutate import campaign as mutation_campaign
 
     corpus = [s[: campaign.target.max_len] for s in campaign.target.seeds()]
     if args.corpus and Path(args.corpus).is_dir():
@@ -121,13 +121,11 @@ def main(argv: list[str] | None = None) -> int:
 
         atheris.enabled_hooks.add("str")
         with atheris.instrument_imports(include=list(INSTRUMENTED), exclude=list(NOT_INSTRUMENTED)):
-            import lmckv.reference_impl.keys
-            import lmckv.reference_impl.kv_codec
-            import lmckv.reference_impl.protocol  # noqa: F401
-    from lmckv.conformance.fuzz.campaign import Campaign
-    from lmckv.conformance.fuzz.checks import Limits
-    from lmckv.conformance.fuzz.decoders import TARGETS
-    from lmckv.conformance.testees.c.build import sanitizer_env
+            from ...reference_impl import keys, kv_codec, protocol  # noqa: F401
+    from ..testees.c.build import sanitizer_env
+    from .campaign import Campaign
+    from .checks import Limits
+    from .decoders import TARGETS
 
     campaign = Campaign(
         TARGETS[args.target],

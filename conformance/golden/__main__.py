@@ -1,7 +1,7 @@
-"""``python -m lmckv.conformance.golden``: see :mod:`lmckv.conformance.golden.cli`."""
+"""``python -m lmckv.conformance.golden``: see :mod:`lmckv.conformance.golden.golden_command`."""
 
 import sys
 
-from lmckv.conformance.golden.cli import main
+from .golden_command import main
 
 sys.exit(main())

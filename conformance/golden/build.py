@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from lmckv.conformance.core.resources import checkout_root, package_path
-from lmckv.conformance.golden import codec_blobs, codec_encode, key_vectors, protocol_vectors
-from lmckv.conformance.golden.codec_builder import NOTES as CODEC_NOTES
-from lmckv.conformance.golden.codec_builder import CodecVectors, reference_driver
-from lmckv.conformance.golden.common import FileSet, manifest
+from lmckv.base.resources import checkout_root, package_path
+
+from . import codec_blobs, codec_encode, key_vectors, protocol_vectors
+from .codec_builder import NOTES as CODEC_NOTES
+from .codec_builder import CodecVectors, reference_driver
+from .common import FileSet, manifest
 
 
 def checkout_golden_dir() -> Path | None:

@@ -15,13 +15,15 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from lmckv.conformance.core import blob_model as bl
-from lmckv.conformance.core.digests import crc32c
-from lmckv.conformance.golden.codec_builder import (
+from ...reference_impl.kv_codec import ScaleScope
+from ..core import blob_model as bl
+from ..core.digests import crc32c
+from .codec_builder import (
     CORRUPT,
     INT64_MAX,
     INT64_MIN,
     MISMATCH,
+    SCOPE_NAMES,
     CodecVectors,
 )
 
@@ -445,7 +447,7 @@ def redundant_disagreements(cv: CodecVectors, base: bytes) -> None:
         edit=edit_of(["big_endian"]),
         alt_rules=["KV-VERSION"],
     )
-    external = cv.base_blobs["external"]
+    external = cv.base_blobs[SCOPE_NAMES[ScaleScope.EXTERNAL]]
     ext = bl.parse(external)
     cv.add_blob(
         "kv-scale-shape-external-not-stored",

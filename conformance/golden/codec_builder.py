@@ -21,16 +21,16 @@ from typing import Any
 
 import torch
 
-from lmckv.conformance.core import blob_model as bl
-from lmckv.conformance.core.digests import sha256
-from lmckv.conformance.core.dtype_names import dtype_from_name, dtype_name
-from lmckv.conformance.core.tensor_bytes import tensor_bytes
-from lmckv.conformance.drivers.python_driver import PythonDriver
-from lmckv.conformance.golden.common import FileSet, GenerationError
-from lmckv.reference_impl.kv_codec import ScaleScope, quant_rules
+from ...reference_impl.kv_codec import ScaleScope, quant_rules
+from ..core import blob_model as bl
+from ..core.digests import sha256
+from ..core.dtype_names import dtype_from_name, dtype_name
+from ..core.tensor_bytes import tensor_bytes
+from ..drivers.python_driver import PythonDriver
+from .common import FileSet, GenerationError
 
 PER_TENSOR, PER_LAYER_HEAD, PER_PAGE_HEAD, EXTERNAL = 0, 1, 2, 3
-SCOPE_NAMES = {0: "per_tensor", 1: "per_layer_head", 2: "per_page_head", 3: "external"}
+SCOPE_NAMES = {int(scope): scope.name.lower() for scope in ScaleScope}
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
 CORRUPT = "CorruptEncodedKVError"
@@ -81,9 +81,9 @@ NOTES = {
 
 
 def reference_driver() -> PythonDriver:
-    import lmckv.reference_impl.keys as keys
-    import lmckv.reference_impl.kv_codec as kv_codec
-    import lmckv.reference_impl.protocol as protocol
+    from ...reference_impl import keys as keys
+    from ...reference_impl import kv_codec as kv_codec
+    from ...reference_impl import protocol as protocol
 
     return PythonDriver("reference", kv_codec, protocol, keys)
 

@@ -12,8 +12,9 @@ from typing import Any
 
 import torch
 
-from lmckv.conformance.core.dtype_names import dtype_name
-from lmckv.conformance.golden.codec_builder import (
+from ...reference_impl.kv_codec import ScaleScope
+from ..core.dtype_names import dtype_name
+from .codec_builder import (
     EXTERNAL,
     INT64_MAX,
     LAYOUTS,
@@ -25,7 +26,7 @@ from lmckv.conformance.golden.codec_builder import (
     EncodeSpec,
     Layout,
 )
-from lmckv.conformance.golden.common import SplitMix64, bits_to_tensor, exact_values, random_tensor
+from .common import SplitMix64, bits_to_tensor, exact_values, random_tensor
 
 
 def _kv(
@@ -94,8 +95,10 @@ def encode_matrix(cv: CodecVectors) -> None:
             )
         )
         if dt_name == "f16":
-            cv.base_blobs["external"] = blob
-            cv.base_ids["external"] = f"enc-external-scalar-{dt_name}-nhd-2x4x2x8"
+            cv.base_blobs[SCOPE_NAMES[ScaleScope.EXTERNAL]] = blob
+            cv.base_ids[SCOPE_NAMES[ScaleScope.EXTERNAL]] = (
+                f"enc-external-scalar-{dt_name}-nhd-2x4x2x8"
+            )
         per_head = v.float().abs().amax(dim=(0, 1, 3)) / 448.0
         cv.add_encode(
             EncodeSpec(

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from lmckv.conformance.core.schemas import validate
+from lmckv.base.schemas import validate
 
 MASK64 = (1 << 64) - 1
 

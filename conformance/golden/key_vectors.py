@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lmckv.conformance.golden.common import FileSet
-from lmckv.conformance.golden.op_vectors import OpVectors
+from .common import FileSet
+from .op_vectors import OpVectors
 
 PROTOCOL = "ProtocolError"
 KEYS = "KeyFormatError"

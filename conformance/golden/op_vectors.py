@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from lmckv.conformance.core.digests import sha256
-from lmckv.conformance.core.error_names import family_of
-from lmckv.conformance.core.wire import to_manifest
-from lmckv.conformance.drivers.python_driver import PythonDriver
-from lmckv.conformance.golden.common import FileSet, GenerationError
+from ..core.digests import sha256
+from ..core.error_names import family_of
+from ..core.wire import to_manifest
+from ..drivers.python_driver import PythonDriver
+from .common import FileSet, GenerationError
 
 #: Request and result fields stored as files rather than inline.
 FILE_FIELDS = ("msg",)

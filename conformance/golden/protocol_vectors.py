@@ -11,8 +11,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from lmckv.conformance.golden.common import FileSet
-from lmckv.conformance.golden.op_vectors import OpVectors
+from .common import FileSet
+from .op_vectors import OpVectors
 
 PROTOCOL = "ProtocolError"
 INT32_MAX = 2**31 - 1

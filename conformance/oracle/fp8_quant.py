@@ -12,7 +12,7 @@ from enum import IntEnum
 import numpy as np
 import numpy.typing as npt
 
-from lmckv.conformance.oracle.float_bits import (
+from .float_bits import (
     BFLOAT16,
     E4M3FN,
     F32,

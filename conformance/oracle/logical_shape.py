@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from lmckv.conformance.oracle.fp8_quant import OracleRefusal, Scope
+from .fp8_quant import OracleRefusal, Scope
 
 
 class LogicalShape(NamedTuple):

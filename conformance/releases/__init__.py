@@ -10,7 +10,7 @@ matrix inputs (``dump``), each release reads every release's blobs (``read``), a
 
 from __future__ import annotations
 
-from lmckv.conformance.core.resources import package_path
+from lmckv.base.resources import package_path
 
 
 def listed_versions() -> list[str]:

@@ -1,5 +1,5 @@
 import sys
 
-from lmckv.conformance.releases.cross import main
+from .cross import main
 
 sys.exit(main())

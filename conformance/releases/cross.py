@@ -32,30 +32,35 @@ ROOT holds one folder per release (``ROOT/<version>/``):
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from lmckv.conformance.core.digests import sha256
-from lmckv.conformance.drivers.base import Driver
-from lmckv.conformance.store import writers
-from lmckv.conformance.suite.codec_cases import encode_request
-from lmckv.conformance.suite.matrix import matrix_cases
+from lmckv.base.lmcache_release import installed_version
+
+from ..core.digests import sha256
+from ..drivers.base import Driver
+from ..store import writers
+from ..suite.codec_cases import encode_request
+from ..suite.matrix import matrix_cases
 
 SCHEMA_VERSION = 1
 KIND = "lmckv-releases"
 
 
 def _upstream() -> Driver:
-    from lmckv.conformance.drivers.upstream_driver import load_upstream
+    from ..drivers.upstream_driver import load_upstream
 
     return load_upstream()
 
 
-def installed_version() -> str:
-    return importlib.metadata.version("lmcache")
+def _release() -> str:
+    """The installed LMCache release; this module runs inside a release's venv."""
+    version = installed_version()
+    if version is None:
+        raise SystemExit("lmckv.conformance.releases: lmcache is not installed here")
+    return version
 
 
 def dump(root: Path, driver: Driver | None = None) -> Path:
@@ -107,7 +112,7 @@ STORE_SHAPE = writers.SMALL_CHUNK
 def write_release_store(root: Path) -> tuple[Path, str]:
     """The installed release's store in ROOT/<version>/store, and the writer's name (its
     best: writers.py)."""
-    out = root / installed_version() / "store"
+    out = root / _release() / "store"
     chosen = writers.writer()
     writers.write_store(out, STORE_CHUNKS, STORE_SHAPE, chosen)
     return out, chosen.name
@@ -115,20 +120,20 @@ def write_release_store(root: Path) -> tuple[Path, str]:
 
 def read_release_stores(root: Path) -> Path:
     """Every release's store read by the installed one; ROOT/<version>/store-read.json."""
-    from lmckv.conformance.store.readers import UpstreamStoreReader
+    from ..store.readers import UpstreamStoreReader
 
     reader = UpstreamStoreReader()
     found = {
         producer.name: reader.read_store(producer / "store", STORE_CHUNKS, STORE_SHAPE)
         for producer in sorted(p for p in root.iterdir() if (p / "store").is_dir())
     }
-    out = root / installed_version() / "store-read.json"
+    out = root / _release() / "store-read.json"
     out.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return out
 
 
 def _store_fsck(store: Path) -> dict[str, Any]:
-    from lmckv.conformance.store.fsck import check_store
+    from ..store.fsck import check_store
 
     report = check_store(store, jobs=1)
     rules: dict[str, int] = {}
@@ -226,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.step == "read-store":
         print(f"releases: store reads in {read_release_stores(root)}")
         return 0
-    from lmckv.conformance.releases import listed_versions
+    from . import listed_versions
 
     versions = args.versions.split(",") if args.versions else listed_versions()
     summary = summarize(root, versions)

@@ -39,14 +39,15 @@ from typing import Literal
 
 from packaging.version import InvalidVersion, Version
 
-from lmckv.conformance.core.observations import (
+from lmckv.base.resources import package_path
+
+from ..core.observations import (
     OBSERVED_CLOSE,
     OBSERVED_OPEN,
     join_reason,
     split_reason,
 )
-from lmckv.conformance.core.resources import package_path
-from lmckv.conformance.runner import differences
+from . import differences
 
 #: Set LMCKV_KNOWN_FAILURES_DIR to read the lists from another directory (self-tests do).
 KNOWN_FAILURES_DIR = Path(

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lmckv.conformance.drivers.base import ImplInfo
-from lmckv.conformance.runner.results_file import OUTCOMES
-from lmckv.conformance.runner.rule_groups import RuleGroup, one_line
+from ..drivers.base import ImplInfo
+from .results_file import OUTCOMES
+from .rule_groups import RuleGroup, one_line
 
 #: How many failing tests each rule group lists.
 FIRST_TESTS = 5

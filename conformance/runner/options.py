@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from lmckv.conformance.drivers.exec_driver import DEFAULT_MAX_FAILURES, DEFAULT_TIMEOUT
+from ..drivers.exec_driver import DEFAULT_MAX_FAILURES, DEFAULT_TIMEOUT
 
 #: ``lmckv conformance``'s name in usage errors and help.
 COMMAND = "lmckv conformance"

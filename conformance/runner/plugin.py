@@ -13,6 +13,7 @@ failures grouped by rule.
 
 from __future__ import annotations
 
+import importlib
 import sys
 import time
 from collections import Counter, defaultdict
@@ -22,19 +23,19 @@ from typing import Any
 
 import pytest
 
-from lmckv.conformance.core import observations
-from lmckv.conformance.core.rules import RULES, SHOULD
-from lmckv.conformance.drivers import Driver, DriverError
-from lmckv.conformance.drivers.exec_driver import ExecSettings, Transcript
-from lmckv.conformance.runner import known_failures as exp
-from lmckv.conformance.runner.impl_specs import load_driver
-from lmckv.conformance.runner.known_failures import display_path
-from lmckv.conformance.runner.markdown_summary import write_markdown
-from lmckv.conformance.runner.options import COMMAND, in_command, testee_timeout
-from lmckv.conformance.runner.results_file import OUTCOMES, utc_now, write_results
-from lmckv.conformance.runner.rule_groups import RuleGroup, group_failures, rule_tag, spec_link
-from lmckv.conformance.runner.terminal_summary import write_summary
-from lmckv.conformance.suite.matrix import matrix_cases, matrix_checks, matrix_pairs
+from ..core import observations
+from ..core.rules import RULES, SHOULD
+from ..drivers import Driver, DriverError
+from ..drivers.exec_driver import ExecSettings, Transcript
+from ..suite.matrix import matrix_cases, matrix_checks, matrix_pairs
+from . import known_failures as exp
+from .impl_specs import load_driver
+from .known_failures import display_path
+from .markdown_summary import write_markdown
+from .options import COMMAND, in_command, testee_timeout
+from .results_file import OUTCOMES, utc_now, write_results
+from .rule_groups import RuleGroup, group_failures, rule_tag, spec_link
+from .terminal_summary import write_summary
 
 PLUGIN_NAME = "lmckv-conformance"
 #: workerinput key: the controller's invocation directory, for resolving exec testees.
@@ -83,6 +84,19 @@ def usage_error(config: pytest.Config, message: str) -> pytest.UsageError:
         print(f"{COMMAND}: {message}", file=sys.stderr, flush=True)
         return pytest.UsageError()
     return pytest.UsageError(message)
+
+
+#: The suite's test files: the folder of the installed ``lmckv.conformance.suite`` package.
+SUITE_DIR = Path(__file__).resolve().parent.parent / "suite"
+SUITE_PACKAGE = __name__.rpartition(".runner.")[0] + ".suite"
+
+
+class _SuiteModule(pytest.Module):
+    """A suite test file, imported as ``SUITE_PACKAGE.<stem>`` (see
+    ``pytest_pycollect_makemodule``); assertion rewriting applies as to any test file."""
+
+    def _getobj(self) -> Any:
+        return importlib.import_module(f"{SUITE_PACKAGE}.{self.path.stem}")
 
 
 class ConformancePlugin:
@@ -184,6 +198,18 @@ class ConformancePlugin:
     def pytest_configure_node(self, node: Any) -> None:
         """pytest-xdist: workers resolve exec testees from the controller's directory."""
         node.workerinput[INVOCATION_DIR] = str(self.settings.cwd)
+
+    def pytest_pycollect_makemodule(
+        self, module_path: Path, parent: pytest.Collector
+    ) -> pytest.Module | None:
+        """A test file of the suite is imported under its installed name
+        (``lmckv.conformance.suite.test_codec_read``). pytest would name it after the folders
+        that hold an ``__init__.py`` (``conformance.suite.test_codec_read`` in a checkout, whose
+        folders install under ``lmckv``), a second copy of the package beside the one the
+        plugin and the drivers run in, and one its relative imports cannot leave."""
+        if module_path.parent.resolve() != SUITE_DIR:
+            return None
+        return _SuiteModule.from_parent(parent, path=module_path)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         return [

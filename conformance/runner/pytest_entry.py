@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from lmckv.conformance.runner.options import add_options
+from .options import add_options
 
 if TYPE_CHECKING:
-    from lmckv.conformance.drivers import Driver
-    from lmckv.conformance.drivers.client_driver import ClientDriver
-    from lmckv.conformance.drivers.server_driver import ServerDriver
+    from ..drivers import Driver
+    from ..drivers.client_driver import ClientDriver
+    from ..drivers.server_driver import ServerDriver
 
 # The plugin (and torch, which the drivers import) load only when the suite runs, so that an
 # installed lmckv costs other projects' pytest runs nothing.
@@ -53,7 +53,7 @@ def add_options_once(parser: pytest.Parser) -> None:
 
 def start_plugin(config: pytest.Config) -> None:
     """Register the conformance plugin for this run, unless it already is."""
-    from lmckv.conformance.runner.plugin import PLUGIN_NAME, ConformancePlugin
+    from .plugin import PLUGIN_NAME, ConformancePlugin
 
     config.addinivalue_line("markers", "rule(id): the SPEC rule a conformance test checks")
     if not config.pluginmanager.has_plugin(PLUGIN_NAME):
@@ -74,7 +74,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture
 def impl(request: pytest.FixtureRequest) -> Driver:
     """The implementation under test (parametrized over --impl)."""
-    from lmckv.conformance.runner.plugin import get_plugin
+    from .plugin import get_plugin
 
     return get_plugin(request.config).drivers[request.param]
 
@@ -82,7 +82,7 @@ def impl(request: pytest.FixtureRequest) -> Driver:
 @pytest.fixture
 def pair(request: pytest.FixtureRequest) -> tuple[Driver, Driver]:
     """(producer, consumer) of the producer x consumer matrix."""
-    from lmckv.conformance.runner.plugin import get_plugin
+    from .plugin import get_plugin
 
     drivers = get_plugin(request.config).drivers
     producer, consumer = request.param
@@ -93,8 +93,8 @@ def pair(request: pytest.FixtureRequest) -> tuple[Driver, Driver]:
 def server(request: pytest.FixtureRequest) -> ServerDriver:
     """A running server under test (parametrized over the server --impl values; started on
     first use in this process)."""
-    from lmckv.conformance.drivers.server_driver import ServerDriver
-    from lmckv.conformance.runner.plugin import get_plugin
+    from ..drivers.server_driver import ServerDriver
+    from .plugin import get_plugin
 
     driver = get_plugin(request.config).drivers[request.param]
     assert isinstance(driver, ServerDriver)
@@ -107,8 +107,8 @@ def server(request: pytest.FixtureRequest) -> ServerDriver:
 @pytest.fixture
 def client(request: pytest.FixtureRequest) -> ClientDriver:
     """A client implementation under test (parametrized over the client --impl values)."""
-    from lmckv.conformance.drivers.client_driver import ClientDriver
-    from lmckv.conformance.runner.plugin import get_plugin
+    from ..drivers.client_driver import ClientDriver
+    from .plugin import get_plugin
 
     driver = get_plugin(request.config).drivers[request.param]
     assert isinstance(driver, ClientDriver)

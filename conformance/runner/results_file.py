@@ -1,6 +1,6 @@
 """The results file of one suite run (``--results-json``): every test's outcome, the
 implementations, the rule registry, the per-level summary and the producer x consumer matrix.
-Its layout is described by ``conformance/core/schemas/results.schema.json``."""
+Its layout is described by ``lmckv/base/schemas/results.schema.json``."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lmckv.conformance.core.resources import checkout_root
-from lmckv.conformance.core.rules import RULES
-from lmckv.conformance.core.schemas import RESULTS_VERSION, validate
-from lmckv.conformance.drivers.base import ImplInfo
+from lmckv.base.resources import checkout_root
+from lmckv.base.schemas import RESULTS_VERSION, validate
+
+from ..core.rules import RULES
+from ..drivers.base import ImplInfo
 
 #: What one test of one implementation (or pair) can come to.
 OUTCOMES = ("pass", "fail", "known_failure", "unexpected_pass", "skip")

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lmckv.conformance.core.rules import RULES
+from ..core.rules import RULES
 
 #: Where the rules are stated; a rule's anchor is appended to it.
 SPEC_PATH = "reference_impl/SPEC.md"

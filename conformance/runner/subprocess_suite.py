@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lmckv.conformance.core.resources import package_path
+from lmckv.base.resources import package_path
 
 #: The folder that holds the conformance package (a checkout, or site-packages).
 REPO = package_path("lmckv.conformance").parent

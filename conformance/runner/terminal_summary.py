@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lmckv.conformance.runner.results_file import OUTCOMES
-from lmckv.conformance.runner.rule_groups import RuleGroup, one_line
+from .results_file import OUTCOMES
+from .rule_groups import RuleGroup, one_line
 
 #: How many failing tests each rule group names in the terminal.
 FIRST_TESTS = 3

@@ -25,17 +25,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lmckv.conformance.core.schemas import validate
-from lmckv.reference_impl.keys import (
+from lmckv.base.schemas import validate
+
+from ...reference_impl.keys import (
     KeyFormatError,
     ObjectKey,
     object_key_to_filename,
     parse_object_key_filename,
 )
-from lmckv.reference_impl.keys.fs_form import FILE_EXT
-from lmckv.reference_impl.keys.kv_rank import split_kv_rank
-from lmckv.reference_impl.kv_codec import CodecError
-from lmckv.reference_impl.kv_codec.blob_file import TruncatedBlobError, verify_blob_file
+from ...reference_impl.keys.fs_form import FILE_EXT
+from ...reference_impl.keys.kv_rank import split_kv_rank
+from ...reference_impl.kv_codec import CodecError
+from ...reference_impl.kv_codec.blob_file import TruncatedBlobError, verify_blob_file
 
 SCHEMA = "fsck"
 KIND = "lmckv-fsck"

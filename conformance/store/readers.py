@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from lmckv.conformance.store.writers import Chunk, ChunkShape, tensors
+from .writers import Chunk, ChunkShape, tensors
 
 #: E4M3 keeps 3 mantissa bits: a quantized value is within 2^-4 of it relatively, and
 #: values below the smallest normal within 2^-9 of the scale (twice that, for rounding
@@ -36,7 +36,7 @@ class UpstreamStoreReader:
     """The installed release's filename reader and deserializers."""
 
     def __init__(self) -> None:
-        from lmckv.conformance.drivers.upstream_driver import key_namespace, load_upstream
+        from ..drivers.upstream_driver import key_namespace, load_upstream
 
         load_upstream()
         self.keys = key_namespace()

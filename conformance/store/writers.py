@@ -27,8 +27,8 @@ from typing import Any, Protocol
 
 import torch
 
-from lmckv.reference_impl.keys import ObjectKey, object_key_to_filename
-from lmckv.reference_impl.keys.kv_rank import compute_kv_rank
+from ...reference_impl.keys import ObjectKey, object_key_to_filename
+from ...reference_impl.keys.kv_rank import compute_kv_rank
 
 #: Seconds the upstream adapter may take to store one batch.
 STORE_TIMEOUT = 120.0
@@ -116,7 +116,7 @@ class ReferenceWriter:
         return not chunk.k_less
 
     def write(self, directory: Path, chunks: Sequence[Chunk], shape: ChunkShape) -> None:
-        from lmckv.reference_impl.kv_codec import AsymK16V8Codec, ScaleScope
+        from ...reference_impl.kv_codec import AsymK16V8Codec, ScaleScope
 
         codec = AsymK16V8Codec(scale_scope=ScaleScope.PER_TENSOR)
         for chunk in chunks:
@@ -145,7 +145,7 @@ class UpstreamFilenameWriter:
     name = "upstream filename + serializer"
 
     def __init__(self) -> None:
-        from lmckv.conformance.drivers.upstream_driver import key_namespace, load_upstream
+        from ..drivers.upstream_driver import key_namespace, load_upstream
 
         load_upstream()  # quiets lmcache's logging, stubs awscrt; ImportError without lmcache
         self.keys = key_namespace()

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from lmckv.conformance.core.blob_model import Sections, cut_from_end
-from lmckv.conformance.core.golden_vectors import golden_file, vectors
-from lmckv.conformance.core.operations import EXPECT_PREFIX, OPS, field_type
-from lmckv.conformance.core.wire import FieldType
-from lmckv.conformance.drivers.base import Driver
+from ..core.blob_model import Sections, cut_from_end
+from ..core.golden_vectors import golden_file, vectors
+from ..core.operations import EXPECT_PREFIX, OPS, field_type
+from ..core.wire import FieldType
+from ..drivers.base import Driver
 
 #: The codec.encode request fields an encode vector gives inline (the operations table's
 #: request fields less the tensors, which the vector names by file).

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lmckv.conformance.core.golden_vectors import vectors
-from lmckv.conformance.drivers.base import Driver
+from ..core.golden_vectors import vectors
+from ..drivers.base import Driver
 
 
 def matrix_cases() -> list[dict[str, Any]]:

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from lmckv.conformance.core.golden_vectors import golden_file
-from lmckv.conformance.core.wire import from_manifest
-from lmckv.conformance.drivers.base import Driver
-from lmckv.conformance.suite.verdicts import expect_error, expect_fields, expect_ok, require
+from ..core.golden_vectors import golden_file
+from ..core.wire import from_manifest
+from ..drivers.base import Driver
+from .verdicts import expect_error, expect_fields, expect_ok, require
 
 
 def _load(fields: dict[str, Any]) -> dict[str, Any]:

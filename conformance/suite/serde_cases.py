@@ -9,16 +9,19 @@ from typing import Any
 
 import torch
 
-from lmckv.conformance.core import blob_model as bl
-from lmckv.conformance.core.dtype_names import dtype_from_name
-from lmckv.conformance.core.tensor_bytes import tensor_bytes
-from lmckv.conformance.drivers.base import Driver
+from ...reference_impl.kv_codec.header_fields import ScaleScope
+from ..core import blob_model as bl
+from ..core.dtype_names import dtype_from_name
+from ..core.tensor_bytes import tensor_bytes
+from ..drivers.base import Driver
 
 MODES = ("kv", "v_only")
-SCOPES = {"per_tensor": 0, "per_layer_head": 1, "per_page_head": 2, "external": 3}
+SCOPES = {scope.name.lower(): int(scope) for scope in ScaleScope}
 #: The scopes a serde writes (SPEC.md, "The serde layer"): heads on axis -2; PER_PAGE_HEAD
 #: has no page axis and EXTERNAL no caller scales in a group, so serialize refuses them.
-WRITTEN_SCOPES = {name: SCOPES[name] for name in ("per_tensor", "per_layer_head")}
+WRITTEN_SCOPES = {
+    s.name.lower(): int(s) for s in (ScaleScope.PER_TENSOR, ScaleScope.PER_LAYER_HEAD)
+}
 SCALE_DTYPES = ("float32", "float16", "bfloat16", "float64")
 #: Shapes of one chunk's K or V as the serde sees them: (tokens, heads, head_dim), Llama-8B
 #: like (8 KV heads of 128), odd sizes, one element.

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lmckv.conformance.drivers.client_driver import ClientDriver, ClientHung, ClientRefused
-from lmckv.conformance.suite.scripted_server import ScriptedServer, Step, reply_header
-from lmckv.conformance.suite.wire_client import payload
+from ..drivers.client_driver import ClientDriver, ClientHung, ClientRefused
+from .scripted_server import ScriptedServer, Step, reply_header
+from .wire_client import payload
 
 rule = pytest.mark.rule
 KEY = "lmckv-client@1@0@abc@half"

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from lmckv.conformance.core.digests import sha256
-from lmckv.conformance.core.dtype_names import dtype_from_name
-from lmckv.conformance.core.golden_vectors import golden_file
-from lmckv.conformance.drivers.base import Driver
-from lmckv.conformance.suite.codec_cases import blob_of, codec_vectors, parse_request
-from lmckv.conformance.suite.params import params
-from lmckv.conformance.suite.verdicts import (
+from ..core.digests import sha256
+from ..core.dtype_names import dtype_from_name
+from ..core.golden_vectors import golden_file
+from ..drivers.base import Driver
+from .codec_cases import blob_of, codec_vectors, parse_request
+from .params import params
+from .verdicts import (
     dequantized_difference,
     expect_error,
     expect_fields,

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import torch
 
-from lmckv.conformance.core import blob_model
-from lmckv.conformance.core.dtype_names import dtype_from_name
-from lmckv.conformance.drivers.base import Driver
-from lmckv.conformance.suite.codec_cases import (
+from ..core import blob_model
+from ..core.dtype_names import dtype_from_name
+from ..drivers.base import Driver
+from .codec_cases import (
     blob_of,
     codec_vectors,
     encode_cached,
@@ -20,7 +20,7 @@ from lmckv.conformance.suite.codec_cases import (
     encode_request,
     sections,
 )
-from lmckv.conformance.suite.verdicts import describe_tensor_diff, expect_error, expect_ok, require
+from .verdicts import describe_tensor_diff, expect_error, expect_ok, require
 
 ENCODED = [v for v in codec_vectors() if "encode" in v and v["result"] == "valid"]
 REFUSED = [v for v in codec_vectors() if "encode" in v and v["result"] == "invalid"]

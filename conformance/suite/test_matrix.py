@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from lmckv.conformance.core.digests import sha256
-from lmckv.conformance.core.dtype_names import dtype_from_name
-from lmckv.conformance.core.golden_vectors import golden_file
-from lmckv.conformance.drivers.base import Driver
-from lmckv.conformance.suite.codec_cases import encode_cached
-from lmckv.conformance.suite.matrix import matrix_cases
-from lmckv.conformance.suite.verdicts import dequantized_difference, expect_ok
+from ..core.digests import sha256
+from ..core.dtype_names import dtype_from_name
+from ..core.golden_vectors import golden_file
+from ..drivers.base import Driver
+from .codec_cases import encode_cached
+from .matrix import matrix_cases
+from .verdicts import dequantized_difference, expect_ok
 
 CASES = matrix_cases()
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from lmckv.conformance.core.golden_vectors import vectors
-from lmckv.conformance.drivers.base import Driver
-from lmckv.conformance.suite.op_cases import run_vector
-from lmckv.conformance.suite.params import params
+from ..core.golden_vectors import vectors
+from ..drivers.base import Driver
+from .op_cases import run_vector
+from .params import params
 
 
 @pytest.mark.parametrize("vector", params(vectors("protocol")))

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import torch
 
-from lmckv.conformance.core.error_names import is_raw
-from lmckv.conformance.drivers.base import Driver
-from lmckv.conformance.suite import serde_cases as sc
-from lmckv.conformance.suite.verdicts import (
+from ..core.error_names import is_raw
+from ..drivers.base import Driver
+from . import serde_cases as sc
+from .verdicts import (
     describe_tensor_diff,
     expect_error,
     expect_ok,

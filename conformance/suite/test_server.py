@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from lmckv.conformance.drivers.server_driver import ServerDriver
-from lmckv.conformance.suite.wire_client import (
+from ..drivers.server_driver import ServerDriver
+from .wire_client import (
     CLIENT_HEADER,
     DTYPE_SIZE,
     EXIST,

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from lmckv.conformance.core.rules import RULES
-from lmckv.conformance.drivers.base import Driver
-from lmckv.conformance.store.fsck import Problem, check_store
-from lmckv.conformance.suite.codec_cases import encode_cached
-from lmckv.conformance.suite.matrix import matrix_cases
-from lmckv.conformance.suite.verdicts import expect_ok, require
+from ..core.rules import RULES
+from ..drivers.base import Driver
+from ..store.fsck import Problem, check_store
+from .codec_cases import encode_cached
+from .matrix import matrix_cases
+from .verdicts import expect_ok, require
 
 STORE_RULES = sorted(r for r in RULES if r.startswith("STORE-"))
 MODEL = "org/store-model"

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 import torch
 
-from lmckv.conformance.core import observations
-from lmckv.conformance.core.error_names import is_raw, matches
-from lmckv.conformance.drivers.base import Driver
+from ..core import observations
+from ..core.error_names import is_raw, matches
+from ..drivers.base import Driver
 
 
 def require(impl: Driver, *capabilities: str) -> None:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lmckv.conformance.drivers.server_driver import ServerDriver
+from ..drivers.server_driver import ServerDriver
 
 CLIENT_HEADER = struct.Struct("<9i150s")
 SERVER_HEADER = struct.Struct("<9i")

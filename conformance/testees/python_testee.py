@@ -14,14 +14,16 @@ import argparse
 import sys
 from typing import Any
 
-from lmckv.conformance.core.wire import PROTOCOL_VERSION, WireError, dumps_line, loads_line
-from lmckv.conformance.drivers.in_process import load_in_process
+from ..core.wire import PROTOCOL_VERSION, WireError, dumps_line, loads_line
+from ..drivers.base import DriverError
+from ..runner.impl_specs import load_in_process
 
 
 def serve(spec: str, only: list[str] | None) -> int:
-    driver = load_in_process(spec)
-    if driver is None:
-        print(f"not an in-process implementation: {spec!r}", file=sys.stderr)
+    try:
+        driver = load_in_process(spec)
+    except DriverError as exc:
+        print(exc, file=sys.stderr)
         return 2
     caps = [c for c in driver.info.capabilities if only is None or c in only]
     for raw in sys.stdin:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from lmckv.reference_impl.keys.errors import (
+from .errors import (
     DescriptorError,
     KeyFormatError,
     KVRankFieldError,
@@ -21,20 +21,20 @@ from lmckv.reference_impl.keys.errors import (
     ObjectKeyInvariantError,
     UnrepresentableObjectKeyError,
 )
-from lmckv.reference_impl.keys.fs_form import (
+from .fs_form import (
     filename_to_object_key,
     object_key_to_filename,
     parse_object_key_filename,
 )
-from lmckv.reference_impl.keys.ipc import ipc_key_to_object_keys
-from lmckv.reference_impl.keys.listing import KeyEntry, KeyListPage
-from lmckv.reference_impl.keys.object_key import EncodedObjectKey, ObjectKey
-from lmckv.reference_impl.keys.prefetch import PrefetchHandle, PrefetchMode, TrimPolicy
-from lmckv.reference_impl.keys.string_form import object_key_to_string, string_to_object_key
-from lmckv.reference_impl.keys.windows import DEFAULT_ATTN_WINDOW_DESC, AttnWindowDesc
+from .ipc import ipc_key_to_object_keys
+from .listing import KeyEntry, KeyListPage
+from .object_key import EncodedObjectKey, ObjectKey
+from .prefetch import PrefetchHandle, PrefetchMode, TrimPolicy
+from .string_form import object_key_to_string, string_to_object_key
+from .windows import DEFAULT_ATTN_WINDOW_DESC, AttnWindowDesc
 
 if TYPE_CHECKING:
-    from lmckv.reference_impl.keys.layout import MemoryLayoutDesc
+    from .layout import MemoryLayoutDesc
 
 
 def __getattr__(name: str) -> Any:

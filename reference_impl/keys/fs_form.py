@@ -6,18 +6,18 @@ KEY-FS-FORM, KEY-FS-SEP-ALIAS, KEY-FS-NAME-MAX)::
 
 from __future__ import annotations
 
-from lmckv.reference_impl.keys.errors import (
+from .errors import (
     KeyFormatError,
     MalformedObjectKeyStringError,
     UnrepresentableObjectKeyError,
 )
-from lmckv.reference_impl.keys.hex_fields import (
+from .hex_fields import (
     read_chunk_hash,
     read_group_id,
     read_kv_rank,
     split_fields,
 )
-from lmckv.reference_impl.keys.object_key import ObjectKey
+from .object_key import ObjectKey
 
 FILE_EXT = ".data"
 SLASH_ESCAPE = "-SEP-"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from lmckv.reference_impl.keys.errors import MalformedObjectKeyStringError
+from .errors import MalformedObjectKeyStringError
 
 _HASH_HEX = re.compile(r"(?:[0-9a-f]{2})*")
 _GROUP_HEX = re.compile(r"0|[1-9a-f][0-9a-f]*")

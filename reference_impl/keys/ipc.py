@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from lmckv.reference_impl.keys.errors import DescriptorError
-from lmckv.reference_impl.keys.kv_rank import KV_RANK_FIELD_MAX, compute_kv_rank
-from lmckv.reference_impl.keys.object_key import ObjectKey
+from .errors import DescriptorError
+from .kv_rank import KV_RANK_FIELD_MAX, compute_kv_rank
+from .object_key import ObjectKey
 
 
 class IPCCacheServerKeyLike(Protocol):

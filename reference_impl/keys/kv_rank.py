@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lmckv.reference_impl.keys.errors import KVRankFieldError
+from .errors import KVRankFieldError
 
 KV_RANK_FIELD_MAX = 0xFF
 """Each of the four packed fields is one byte."""

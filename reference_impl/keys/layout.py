@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from lmckv.reference_impl.keys.errors import DescriptorError
+from .errors import DescriptorError
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lmckv.reference_impl.keys.errors import DescriptorError
-from lmckv.reference_impl.keys.object_key import EncodedObjectKey
+from .errors import DescriptorError
+from .object_key import EncodedObjectKey
 
 
 @dataclass(frozen=True)

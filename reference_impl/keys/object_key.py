@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from lmckv.reference_impl.keys.errors import MalformedObjectKeyStringError, ObjectKeyInvariantError
-from lmckv.reference_impl.keys.hex_fields import read_chunk_hash
-from lmckv.reference_impl.keys.kv_rank import KV_RANK_MAX, compute_kv_rank
+from .errors import MalformedObjectKeyStringError, ObjectKeyInvariantError
+from .hex_fields import read_chunk_hash
+from .kv_rank import KV_RANK_MAX, compute_kv_rank
 
 MODEL_FORBIDDEN_CHARS = frozenset("@\x00")
 """``@`` separates serialized fields; NUL ends C strings in the native connector."""

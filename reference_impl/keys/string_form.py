@@ -6,14 +6,14 @@ rule KEY-STRING-FORM)::
 
 from __future__ import annotations
 
-from lmckv.reference_impl.keys.errors import MalformedObjectKeyStringError
-from lmckv.reference_impl.keys.hex_fields import (
+from .errors import MalformedObjectKeyStringError
+from .hex_fields import (
     read_chunk_hash,
     read_group_id,
     read_kv_rank,
     split_fields,
 )
-from lmckv.reference_impl.keys.object_key import ObjectKey
+from .object_key import ObjectKey
 
 
 def object_key_to_string(key: ObjectKey) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lmckv.reference_impl.keys.errors import DescriptorError
+from .errors import DescriptorError
 
 FULL_ATTENTION = -1
 """Window value of a group that needs the whole prefix."""

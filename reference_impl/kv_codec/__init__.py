@@ -9,13 +9,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from lmckv.reference_impl.kv_codec.errors import (
+from .errors import (
     CodecError,
     CodecMismatchError,
     CorruptEncodedKVError,
     UnsupportedConfigError,
 )
-from lmckv.reference_impl.kv_codec.header_fields import (
+from .header_fields import (
     CODEC_MAGIC,
     CodecHashes,
     CodecVersion,
@@ -23,13 +23,13 @@ from lmckv.reference_impl.kv_codec.header_fields import (
 )
 
 if TYPE_CHECKING:
-    from lmckv.reference_impl.kv_codec.codec import AsymK16V8Codec
-    from lmckv.reference_impl.kv_codec.header import (
+    from .codec import AsymK16V8Codec
+    from .header import (
         EncodedKV,
         deserialize_header,
         serialize_header,
     )
-    from lmckv.reference_impl.kv_codec.quant_fast import (
+    from .quant_fast import (
         compute_v_scales,
         dequantize_v_fp8,
         quantize_v_fp8,

@@ -14,9 +14,9 @@ import os
 import stat
 from typing import BinaryIO
 
-from lmckv.reference_impl.kv_codec.checksum import payload_crc32
-from lmckv.reference_impl.kv_codec.errors import CodecError, CorruptEncodedKVError
-from lmckv.reference_impl.kv_codec.header_fields import HeaderFields, parse_header_fields
+from .checksum import payload_crc32
+from .errors import CodecError, CorruptEncodedKVError
+from .header_fields import HeaderFields, parse_header_fields
 
 #: The first read: every header the reference writes with short hash strings fits.
 FIRST_READ = 4096

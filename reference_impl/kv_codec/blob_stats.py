@@ -6,9 +6,9 @@ from typing import Any
 
 import torch
 
-from lmckv.reference_impl.kv_codec.codec import AsymK16V8Codec
-from lmckv.reference_impl.kv_codec.header import EncodedKV, ScaleScope
-from lmckv.reference_impl.kv_codec.layout import logical_shape
+from .codec import AsymK16V8Codec
+from .header import EncodedKV, ScaleScope
+from .layout import logical_shape
 
 
 def _nonfinite(t: torch.Tensor) -> tuple[int, int]:

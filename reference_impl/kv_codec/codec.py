@@ -16,14 +16,14 @@ import warnings
 import numpy as np
 import torch
 
-from lmckv.reference_impl.kv_codec.checksum import payload_crc32
-from lmckv.reference_impl.kv_codec.errors import (
+from .checksum import payload_crc32
+from .errors import (
     CodecMismatchError,
     CorruptEncodedKVError,
     OutputTooSmallError,
     UnsupportedConfigError,
 )
-from lmckv.reference_impl.kv_codec.header import (
+from .header import (
     HASH_FIELDS,
     K_DTYPES,
     SCALE_DTYPES,
@@ -35,8 +35,8 @@ from lmckv.reference_impl.kv_codec.header import (
     serialize_header,
     writable_header_fields,
 )
-from lmckv.reference_impl.kv_codec.layout import LogicalShape, explicit_shape, logical_shape
-from lmckv.reference_impl.kv_codec.quant_fast import (
+from .layout import LogicalShape, explicit_shape, logical_shape
+from .quant_fast import (
     compute_v_scales,
     dequantize_v_fp8,
     quantize_v_fp8,

@@ -14,10 +14,10 @@ from typing import Any
 
 import torch
 
-from lmckv.reference_impl.dtypes import DTYPE_TO_INT
-from lmckv.reference_impl.kv_codec.checksum import payload_crc32
-from lmckv.reference_impl.kv_codec.errors import CorruptEncodedKVError, UnsupportedConfigError
-from lmckv.reference_impl.kv_codec.header_fields import (
+from ..dtypes import DTYPE_TO_INT
+from .checksum import payload_crc32
+from .errors import CorruptEncodedKVError, UnsupportedConfigError
+from .header_fields import (
     CODEC_MAGIC,
     DIMS_STRUCT,
     FIXED_HEADER_LEN,
@@ -41,7 +41,7 @@ from lmckv.reference_impl.kv_codec.header_fields import (
     hash_values,
     parse_fields,
 )
-from lmckv.reference_impl.kv_codec.memo import BoundedMemo
+from .memo import BoundedMemo
 
 __all__ = [
     "CODEC_MAGIC",

@@ -40,9 +40,9 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Generic, Protocol, TypeVar
 
-from lmckv.reference_impl.dtype_table import ITEMSIZE, NAME_OF_ID, WireDType
-from lmckv.reference_impl.kv_codec.errors import CorruptEncodedKVError
-from lmckv.reference_impl.kv_codec.memo import BoundedMemo
+from ..dtype_table import ITEMSIZE, NAME_OF_ID, WireDType
+from .errors import CorruptEncodedKVError
+from .memo import BoundedMemo
 
 #: KV-MAGIC: "LMCKV" then the version triplet 1.0.1.
 CODEC_MAGIC: bytes = b"LMCKV\x01\x00\x01"

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lmckv.reference_impl.kv_codec.blob_file import check_blob_file
-from lmckv.reference_impl.kv_codec.errors import CodecError
-from lmckv.reference_impl.kv_codec.header_fields import HASH_FIELDS, HeaderFields
+from .blob_file import check_blob_file
+from .errors import CodecError
+from .header_fields import HASH_FIELDS, HeaderFields
 
 
 def header_record(enc: HeaderFields) -> dict[str, Any]:
@@ -58,7 +58,7 @@ def inspect_file(path: str, *, decode: bool) -> dict[str, Any]:
         }
     record: dict[str, Any] = {"path": path, "valid": True, "header": header_record(enc)}
     if decode:
-        from lmckv.reference_impl.kv_codec.blob_stats import blob_stats  # loads torch
+        from .blob_stats import blob_stats  # loads torch
 
         try:
             record["stats"] = blob_stats(Path(path).read_bytes())

@@ -18,8 +18,8 @@ import functools
 import math
 from typing import NamedTuple
 
-from lmckv.reference_impl.kv_codec.errors import UnsupportedConfigError
-from lmckv.reference_impl.kv_codec.header import EncodedKV, ScaleScope
+from .errors import UnsupportedConfigError
+from .header import EncodedKV, ScaleScope
 
 LAYOUTS = ("NHD", "HND")
 

@@ -28,9 +28,9 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from lmckv.reference_impl.kv_codec.errors import UnsupportedConfigError
-from lmckv.reference_impl.kv_codec.header import ScaleScope
-from lmckv.reference_impl.kv_codec.quant_numba import (
+from .errors import UnsupportedConfigError
+from .header import ScaleScope
+from .quant_numba import (
     OUT_KINDS,
     PARALLEL_MIN,
     V_KINDS,
@@ -44,7 +44,7 @@ from lmckv.reference_impl.kv_codec.quant_numba import (
     small_quantize_into,
     small_scales,
 )
-from lmckv.reference_impl.kv_codec.quant_rules import (
+from .quant_rules import (
     FP8_DTYPES,
     ZERO_SCALE_SENTINEL,
     fp8_max,
@@ -341,7 +341,7 @@ def _triton_quantize(v: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -
     (nothing written) otherwise. Opt-in until a device run has checked the kernel."""
     if v.device.type != "cuda" or os.environ.get("LMCKV_TRITON") != "1":
         return False
-    from lmckv.reference_impl.kv_codec import quant_triton  # imports triton: only here
+    from . import quant_triton  # imports triton: only here
 
     if not (quant_triton.AVAILABLE and quant_triton.applies(v, scales)):
         return False

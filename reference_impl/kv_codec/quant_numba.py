@@ -51,8 +51,8 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from lmckv.reference_impl.kv_codec.header import ScaleScope
-from lmckv.reference_impl.kv_codec.quant_rules import ZERO_SCALE_SENTINEL, fp8_max, group_axes
+from .header import ScaleScope
+from .quant_rules import ZERO_SCALE_SENTINEL, fp8_max, group_axes
 
 try:
     import numba

@@ -19,8 +19,8 @@ import math
 
 import torch
 
-from lmckv.reference_impl.kv_codec.errors import UnsupportedConfigError
-from lmckv.reference_impl.kv_codec.header import ScaleScope
+from .errors import UnsupportedConfigError
+from .header import ScaleScope
 
 FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
 

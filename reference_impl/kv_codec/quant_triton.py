@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from lmckv.reference_impl.kv_codec.quant_numba import group_runs
+from .quant_numba import group_runs
 
 try:
     import triton

@@ -6,15 +6,15 @@ differences are explicit little-endian byte order and typed errors (all subclass
 :class:`ProtocolError`, itself a ``ValueError``) for every malformed input.
 """
 
-from lmckv.reference_impl.dtypes import DTYPE_TO_INT, INT_TO_DTYPE
-from lmckv.reference_impl.protocol.cache_key import (
+from ..dtypes import DTYPE_TO_INT, INT_TO_DTYPE
+from .cache_key import (
     CacheEngineKey,
     LayerCacheEngineKey,
     parse_cache_key,
 )
-from lmckv.reference_impl.protocol.client_message import ClientMetaMessage
-from lmckv.reference_impl.protocol.commands import ClientCommand, ServerReturnCode
-from lmckv.reference_impl.protocol.errors import (
+from .client_message import ClientMetaMessage
+from .commands import ClientCommand, ServerReturnCode
+from .errors import (
     CacheKeyError,
     KeyTooLongError,
     MalformedMessageError,
@@ -24,16 +24,16 @@ from lmckv.reference_impl.protocol.errors import (
     UnencodableMessageError,
     UnknownIdError,
 )
-from lmckv.reference_impl.protocol.key_field import MAX_KEY_LENGTH
-from lmckv.reference_impl.protocol.locations import INT_TO_LOCATION, LOCATION_TO_INT
-from lmckv.reference_impl.protocol.memory_format import MemoryFormat
-from lmckv.reference_impl.protocol.remote_metadata import (
+from .key_field import MAX_KEY_LENGTH
+from .locations import INT_TO_LOCATION, LOCATION_TO_INT
+from .memory_format import MemoryFormat
+from .remote_metadata import (
     RemoteMetadata,
     get_remote_metadata_bytes,
     init_remote_metadata_info,
 )
-from lmckv.reference_impl.protocol.server_message import ServerMetaMessage
-from lmckv.reference_impl.protocol.shapes import pad_shape_to_4d, strip_shape_padding
+from .server_message import ServerMetaMessage
+from .shapes import pad_shape_to_4d, strip_shape_padding
 
 __all__ = [
     "DTYPE_TO_INT",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lmckv.reference_impl.protocol.errors import MalformedMessageError
+from .errors import MalformedMessageError
 
 
 def byte_view(data: object) -> memoryview:

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from lmckv.reference_impl.protocol.errors import CacheKeyError
+from .errors import CacheKeyError
 
 TAG_PREFIX = "lmcache.tag."
 """Request-config keys starting with this prefix become tags of the key string."""

@@ -16,17 +16,17 @@ from typing import NoReturn
 
 import torch
 
-from lmckv.reference_impl.protocol.cache_key import (
+from .cache_key import (
     CacheEngineKey,
     LayerCacheEngineKey,
     parse_cache_key,
 )
-from lmckv.reference_impl.protocol.client_message import ClientMetaMessage
-from lmckv.reference_impl.protocol.commands import ClientCommand, ServerReturnCode
-from lmckv.reference_impl.protocol.errors import ProtocolError
-from lmckv.reference_impl.protocol.framing import CONTROL_KEY, MAX_WIRE_LENGTH, expected_length
-from lmckv.reference_impl.protocol.memory_format import MemoryFormat
-from lmckv.reference_impl.protocol.server_message import SERVER_META_STRUCT, ServerMetaMessage
+from .client_message import ClientMetaMessage
+from .commands import ClientCommand, ServerReturnCode
+from .errors import ProtocolError
+from .framing import CONTROL_KEY, MAX_WIRE_LENGTH, expected_length
+from .memory_format import MemoryFormat
+from .server_message import SERVER_META_STRUCT, ServerMetaMessage
 
 #: Payload bytes received per read call at most.
 READ_PIECE = 1 << 20

@@ -8,24 +8,24 @@ from dataclasses import dataclass
 
 import torch
 
-from lmckv.reference_impl.protocol.buffers import byte_view
-from lmckv.reference_impl.protocol.cache_key import CacheEngineKey, LayerCacheEngineKey
-from lmckv.reference_impl.protocol.commands import ClientCommand, command_from_id, command_to_id
-from lmckv.reference_impl.protocol.dtype_ids import dtype_from_id, dtype_to_id
-from lmckv.reference_impl.protocol.errors import MalformedMessageError
-from lmckv.reference_impl.protocol.int32 import require_int32
-from lmckv.reference_impl.protocol.key_field import (
+from .buffers import byte_view
+from .cache_key import CacheEngineKey, LayerCacheEngineKey
+from .commands import ClientCommand, command_from_id, command_to_id
+from .dtype_ids import dtype_from_id, dtype_to_id
+from .errors import MalformedMessageError
+from .int32 import require_int32
+from .key_field import (
     MAX_KEY_LENGTH,
     decode_key_field,
     encode_key_field,
 )
-from lmckv.reference_impl.protocol.locations import location_from_id, location_to_id
-from lmckv.reference_impl.protocol.memory_format import (
+from .locations import location_from_id, location_to_id
+from .memory_format import (
     MemoryFormat,
     memory_format_from_id,
     memory_format_to_id,
 )
-from lmckv.reference_impl.protocol.shapes import pad_shape_to_4d, strip_shape_padding
+from .shapes import pad_shape_to_4d, strip_shape_padding
 
 #: command, length, fmt, dtype, location, shape0..shape3 (int32 LE), key (150 bytes).
 CLIENT_META_STRUCT = struct.Struct(f"<9i{MAX_KEY_LENGTH}s")

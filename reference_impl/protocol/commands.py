@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from lmckv.reference_impl.protocol.errors import UnencodableMessageError, UnknownIdError
+from .errors import UnencodableMessageError, UnknownIdError
 
 
 class ClientCommand(IntEnum):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from lmckv.reference_impl.dtypes import DTYPE_TO_INT, INT_TO_DTYPE
-from lmckv.reference_impl.protocol.errors import UnencodableMessageError, UnknownIdError
+from ..dtypes import DTYPE_TO_INT, INT_TO_DTYPE
+from .errors import UnencodableMessageError, UnknownIdError
 
 
 def dtype_from_id(value: int) -> torch.dtype | None:

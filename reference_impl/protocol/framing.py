@@ -10,9 +10,9 @@ from collections.abc import Sequence
 
 import torch
 
-from lmckv.reference_impl.protocol.commands import ServerReturnCode
-from lmckv.reference_impl.protocol.memory_format import MemoryFormat
-from lmckv.reference_impl.protocol.server_message import ServerMetaMessage
+from .commands import ServerReturnCode
+from .memory_format import MemoryFormat
+from .server_message import ServerMetaMessage
 
 #: Formats whose shape and dtype fix the payload size (PROTO-SRV-LENGTH-SHAPE).
 TENSOR_FORMATS = frozenset(

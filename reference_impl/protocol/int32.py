@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import operator
 
-from lmckv.reference_impl.protocol.errors import UnencodableMessageError
+from .errors import UnencodableMessageError
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1

@@ -3,12 +3,12 @@ PROTO-KEY-FIELD)."""
 
 from __future__ import annotations
 
-from lmckv.reference_impl.protocol.cache_key import (
+from .cache_key import (
     CacheEngineKey,
     LayerCacheEngineKey,
     parse_cache_key,
 )
-from lmckv.reference_impl.protocol.errors import (
+from .errors import (
     KeyTooLongError,
     MalformedMessageError,
     UnencodableMessageError,

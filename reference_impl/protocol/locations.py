@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lmckv.reference_impl.protocol.errors import UnencodableMessageError, UnknownIdError
+from .errors import UnencodableMessageError, UnknownIdError
 
 LOCATION_TO_INT: dict[str | None, int] = {
     None: 0,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from lmckv.reference_impl.protocol.errors import UnencodableMessageError, UnknownIdError
+from .errors import UnencodableMessageError, UnknownIdError
 
 
 class MemoryFormat(Enum):

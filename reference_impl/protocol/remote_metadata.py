@@ -19,17 +19,17 @@ from dataclasses import dataclass
 
 import torch
 
-from lmckv.reference_impl.protocol.buffers import byte_view
-from lmckv.reference_impl.protocol.dtype_ids import dtype_from_id, dtype_to_id
-from lmckv.reference_impl.protocol.errors import RemoteMetadataError
-from lmckv.reference_impl.protocol.framing import TENSOR_FORMATS
-from lmckv.reference_impl.protocol.int32 import require_int32
-from lmckv.reference_impl.protocol.memory_format import (
+from .buffers import byte_view
+from .dtype_ids import dtype_from_id, dtype_to_id
+from .errors import RemoteMetadataError
+from .framing import TENSOR_FORMATS
+from .int32 import require_int32
+from .memory_format import (
     MemoryFormat,
     memory_format_from_id,
     memory_format_to_id,
 )
-from lmckv.reference_impl.protocol.shapes import pad_shape_to_4d, strip_shape_padding
+from .shapes import pad_shape_to_4d, strip_shape_padding
 
 REMOTE_METADATA_HEADER_BYTES = 8
 """``length`` and ``fmt``."""

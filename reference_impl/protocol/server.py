@@ -18,7 +18,6 @@ object with ``write``/``drain``/``close``, so tests and the fuzzer drive it with
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import signal
 import sys
@@ -29,12 +28,12 @@ from typing import Protocol
 
 import torch
 
-from lmckv.reference_impl.protocol.client_message import CLIENT_META_STRUCT, ClientMetaMessage
-from lmckv.reference_impl.protocol.commands import ClientCommand, ServerReturnCode
-from lmckv.reference_impl.protocol.errors import ProtocolError
-from lmckv.reference_impl.protocol.framing import MAX_WIRE_LENGTH, empty_reply, expected_length
-from lmckv.reference_impl.protocol.memory_format import MemoryFormat
-from lmckv.reference_impl.protocol.server_budget import (
+from .client_message import CLIENT_META_STRUCT, ClientMetaMessage
+from .commands import ClientCommand, ServerReturnCode
+from .errors import ProtocolError
+from .framing import MAX_WIRE_LENGTH, empty_reply, expected_length
+from .memory_format import MemoryFormat
+from .server_budget import (
     ENTRY_OVERHEAD,
     Entry,
     Reservation,
@@ -42,7 +41,7 @@ from lmckv.reference_impl.protocol.server_budget import (
     Slots,
     Store,
 )
-from lmckv.reference_impl.protocol.server_message import ServerMetaMessage
+from .server_message import ServerMetaMessage
 
 __all__ = [
     "ENTRY_OVERHEAD",
@@ -51,7 +50,6 @@ __all__ = [
     "ServerConfig",
     "Store",
     "handle_requests",
-    "main",
     "serve",
 ]
 
@@ -393,64 +391,3 @@ async def serve(config: ServerConfig, ready: Callable[[str, int], None] | None =
         ready(host, port)
     await stop.wait()
     await server.stop()
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="lmckv serve",
-        description="Run the reference LMCache cache server (lm:// protocol). It prints "
-        "'listening on HOST:PORT' once it accepts connections; SIGTERM stops it.",
-    )
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, required=True, help="port (0: any free port)")
-    parser.add_argument(
-        "--capacity-bytes",
-        type=int,
-        default=DEFAULT_CAPACITY,
-        help="payload bytes stored at most; least recently used values are evicted",
-    )
-    parser.add_argument("--max-connections", type=int, default=DEFAULT_MAX_CONNECTIONS)
-    parser.add_argument(
-        "--idle-timeout",
-        type=float,
-        default=DEFAULT_IDLE_TIMEOUT,
-        help="seconds a connection may stall inside a request: the header from its first "
-        "byte, each 256 KiB of a payload, each 64 KiB of a reply",
-    )
-    parser.add_argument(
-        "--wait-timeout",
-        type=float,
-        default=DEFAULT_WAIT_TIMEOUT,
-        help="seconds a connection may wait before the first byte of a request",
-    )
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        config = ServerConfig(
-            args.host,
-            args.port,
-            args.capacity_bytes,
-            args.max_connections,
-            args.idle_timeout,
-            args.wait_timeout,
-        )
-    except ValueError as exc:
-        print(f"lmckv serve: {exc}", file=sys.stderr)
-        return 2
-
-    def ready(host: str, port: int) -> None:
-        print(f"lmckv serve: listening on {host}:{port}", flush=True)
-
-    try:
-        asyncio.run(serve(config, ready))
-    except OSError as exc:
-        print(f"lmckv serve: {exc}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

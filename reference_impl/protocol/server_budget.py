@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from lmckv.reference_impl.protocol.memory_format import MemoryFormat
+from .memory_format import MemoryFormat
 
 #: How long a payload in flight may make no progress before its reservation can be
 #: reclaimed for another PUT (PROTO-SRV-BUDGET).

@@ -8,22 +8,22 @@ from dataclasses import dataclass
 
 import torch
 
-from lmckv.reference_impl.protocol.buffers import byte_view
-from lmckv.reference_impl.protocol.commands import (
+from .buffers import byte_view
+from .commands import (
     ServerReturnCode,
     return_code_from_id,
     return_code_to_id,
 )
-from lmckv.reference_impl.protocol.dtype_ids import dtype_from_id, dtype_to_id
-from lmckv.reference_impl.protocol.errors import MalformedMessageError
-from lmckv.reference_impl.protocol.int32 import require_int32
-from lmckv.reference_impl.protocol.locations import location_from_id, location_to_id
-from lmckv.reference_impl.protocol.memory_format import (
+from .dtype_ids import dtype_from_id, dtype_to_id
+from .errors import MalformedMessageError
+from .int32 import require_int32
+from .locations import location_from_id, location_to_id
+from .memory_format import (
     MemoryFormat,
     memory_format_from_id,
     memory_format_to_id,
 )
-from lmckv.reference_impl.protocol.shapes import pad_shape_to_4d, strip_shape_padding
+from .shapes import pad_shape_to_4d, strip_shape_padding
 
 #: code, length, fmt, dtype, shape0..shape3, location (int32 LE). Note: location comes
 #: last here but before the shape in ClientMetaMessage.

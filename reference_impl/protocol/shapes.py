@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 import torch
 
-from lmckv.reference_impl.protocol.errors import ShapeError
-from lmckv.reference_impl.protocol.int32 import INT32_MAX
-from lmckv.reference_impl.protocol.memory_format import UNPADDED_FORMATS, MemoryFormat
+from .errors import ShapeError
+from .int32 import INT32_MAX
+from .memory_format import UNPADDED_FORMATS, MemoryFormat
 
 #: Number of shape slots on the wire.
 SHAPE_SLOTS = 4

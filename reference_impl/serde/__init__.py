@@ -1,19 +1,19 @@
 """The distributed serde layer's AsymK16V8 and plain FP8 serdes, with the names of upstream's
 ``lmcache.v1.distributed.serde`` (SPEC.md, "The serde layer")."""
 
-from lmckv.reference_impl.serde.asym_k16_v8 import (
+from .asym_k16_v8 import (
     AsymK16V8MultiDeserializer,
     AsymK16V8MultiSerializer,
     AsymK16V8VOnlyMultiDeserializer,
     AsymK16V8VOnlyMultiSerializer,
 )
-from lmckv.reference_impl.serde.errors import (
+from .errors import (
     DestinationTooSmallError,
     SerdeError,
     SerdeModeError,
     SerdeSlotError,
 )
-from lmckv.reference_impl.serde.fp8 import (
+from .fp8 import (
     Fp8QuantizationDeserializer,
     Fp8QuantizationSerializer,
 )

@@ -23,10 +23,10 @@ from typing import Any, Protocol
 
 import torch
 
-from lmckv.reference_impl.kv_codec import AsymK16V8Codec, EncodedKV, ScaleScope
-from lmckv.reference_impl.kv_codec.errors import OutputTooSmallError
-from lmckv.reference_impl.kv_codec.header import FIXED_HEADER_LEN, HASH_FIELDS
-from lmckv.reference_impl.serde.errors import (
+from ..kv_codec import AsymK16V8Codec, EncodedKV, ScaleScope
+from ..kv_codec.errors import OutputTooSmallError
+from ..kv_codec.header import FIXED_HEADER_LEN, HASH_FIELDS
+from .errors import (
     DestinationTooSmallError,
     SerdeModeError,
     SerdeSlotError,

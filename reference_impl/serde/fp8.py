@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import torch
 
-from lmckv.reference_impl.serde.errors import DestinationTooSmallError, SerdeSlotError
+from .errors import DestinationTooSmallError, SerdeSlotError
 
 
 class _Layout(Protocol):

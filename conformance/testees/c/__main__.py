@@ -2,6 +2,6 @@
 
 import sys
 
-from lmckv.conformance.testees.c.build import main
+from .build import main
 
 sys.exit(main())

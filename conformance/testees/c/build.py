@@ -28,7 +28,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from lmckv.conformance.core.resources import cache_dir, checkout_root, is_writable_dir, package_path
+from lmckv.base.resources import cache_dir, checkout_root, is_writable_dir, package_path
 
 #: The C sources (package data of ``conformance.testees.c``).
 SOURCE_DIR = package_path("lmckv.conformance.testees.c")

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from lmckv.conformance.store.fsck import DEFAULT_JOBS, Verdict, check_store
+from ..store.fsck import DEFAULT_JOBS, Verdict, check_store
 
 EXIT_CLEAN, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 Progress = Callable[[Iterable[Verdict], int], Iterable[Verdict]]
@@ -81,7 +81,7 @@ def format_report(doc: dict[str, object]) -> str:
     return "\n".join(lines)
 
 
-def run(argv: list[str]) -> int:
+def main(argv: list[str]) -> int:
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:

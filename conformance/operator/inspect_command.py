@@ -6,13 +6,14 @@ verified in the memory of a small process; only ``--decode`` loads torch.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-from lmckv.reference_impl.kv_codec.blob_file import BlobFileError
-from lmckv.reference_impl.kv_codec.inspection import inspect_file
+from ...reference_impl.kv_codec.blob_file import BlobFileError
+from ...reference_impl.kv_codec.inspection import inspect_file
 
 EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
 
@@ -36,6 +37,24 @@ def format_table(record: dict[str, Any]) -> str:
     if "stats_error" in record:
         lines.append(f"  stats: {record['stats_error']}")
     return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lmckv inspect",
+        description="Verify encoded-KV blobs and print their headers. Exit status: 0 all "
+        "valid, 1 any invalid, 2 any unreadable or bad usage.",
+    )
+    parser.add_argument("--json", action="store_true", help="one JSON object per file per line")
+    parser.add_argument("--decode", action="store_true", help="add tensor statistics")
+    parser.add_argument("files", nargs="+", metavar="FILE")
+    return parser
+
+
+def main(argv: Sequence[str]) -> int:
+    """``lmckv inspect [--json] [--decode] FILE...``: the exit status of ``run``."""
+    args = build_parser().parse_args(argv)
+    return run(args.files, as_json=args.json, decode=args.decode)
 
 
 def run(files: Sequence[str], *, as_json: bool, decode: bool) -> int:

@@ -76,15 +76,14 @@ def pytest_args(argv: Sequence[str], cwd: Path, suite: Path) -> list[str]:
     return args
 
 
-def run(argv: Sequence[str]) -> int:
+def main(argv: Sequence[str]) -> int:
     """0 every outcome as expected, 1 an unexpected outcome, and 2 for any usage, setup,
     collection or internal error (pytest's 2 to 5)."""
     import pytest
 
-    from lmckv import conformance
-    from lmckv.conformance.runner.options import CommandLine
+    from .options import CommandLine
 
-    suite = Path(conformance.__file__).parent
+    suite = Path(__file__).resolve().parent.parent  # the installed conformance package
     wrote_bytecode = sys.dont_write_bytecode
     sys.dont_write_bytecode = True  # also stops pytest caching rewritten test modules
     try:

@@ -12,8 +12,9 @@ import sys
 import time
 from pathlib import Path
 
-from lmckv.conformance.core.resources import golden_dir
-from lmckv.conformance.golden.build import GOLDEN_DIR, build_all
+from lmckv.base.resources import golden_dir
+
+from .build import GOLDEN_DIR, build_all
 
 
 def _committed(root: Path) -> dict[str, bytes]:

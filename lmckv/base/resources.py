@@ -40,9 +40,9 @@ def is_writable_dir(path: Path) -> bool:
 
 
 def checkout_root() -> Path | None:
-    """The source checkout this code runs from (the folder above the ``conformance`` package
+    """The source checkout this code runs from (the folder above the ``lmckv`` package
     when it holds lmckv's pyproject.toml), or None for an installed wheel."""
-    root = package_path("lmckv.conformance").parent
+    root = package_path("lmckv").parent
     pyproject = root / "pyproject.toml"
     try:
         text = pyproject.read_text(encoding="utf-8")

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lmckv.conformance.fuzz import native
-from lmckv.conformance.fuzz.findings import dump
+from . import native
+from .findings import dump
 
 ENGINES = ("atheris", "mutate")
 DEFAULT_OUT = Path(".lmckv") / "fuzz"
@@ -54,7 +54,7 @@ def _c_binary(no_c: bool) -> tuple[Path | None, bool, str]:
     """The testee to compare with, whether it is sanitized, and a note for the log."""
     if no_c:
         return None, False, "C differential disabled (--no-c)"
-    from lmckv.conformance.testees.c.build import BuildError, build_testee, sanitizers_available
+    from ..testees.c.build import BuildError, build_testee, sanitizers_available
 
     reason = sanitizers_available()
     try:
@@ -115,7 +115,7 @@ def _run_job(job: Job, args: argparse.Namespace, binary: Path | None, sanitized:
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    from lmckv.conformance.fuzz.decoders import TARGETS
+    from .decoders import TARGETS
 
     parser = argparse.ArgumentParser(
         prog="lmckv fuzz",
@@ -158,7 +158,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _plan(args: argparse.Namespace) -> list[Job]:
-    from lmckv.conformance.fuzz.decoders import TARGETS
+    from .decoders import TARGETS
 
     selected = args.target or [*TARGETS, native.NAME]
     engines = args.engine or list(ENGINES)
@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     summary["wall_seconds"] = round(time.monotonic() - started, 1)
     summary["c_testee"] = {"binary": str(binary) if binary else None, "sanitized": sanitized}
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
-    from lmckv.conformance.fuzz.differential import PENDING
+    from .differential import PENDING
 
     for name, entry in summary["targets"].items():
         print(f"{name}: {entry['inputs']} inputs, {entry['failures']} failures", flush=True)

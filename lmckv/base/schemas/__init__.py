@@ -3,7 +3,7 @@ all of them.
 
 ``vectors`` (golden_blobs/v1/*.json manifests), ``results`` (the conformance results file),
 ``bench-row`` (one line of a bench-*.jsonl file) and ``fsck`` (``lmckv fsck --json``) live
-as draft 2020-12 schema files in ``conformance/core/schemas/`` and are loaded as package
+as draft 2020-12 schema files in ``lmckv/base/schemas/`` and are loaded as package
 data. Each carries its format's version as a ``const``; the constants below are read from
 there, so a version lives in one place. ``testee`` (one request/reply exchange of TESTEE.md)
 is generated from the operations table by conformance/core/testee_schema.py. Imports
@@ -63,11 +63,7 @@ def schema(name: str) -> dict[str, Any]:
     """The parsed schema ``name`` (one of SCHEMA_NAMES); cached."""
     if name not in SCHEMA_NAMES:
         raise KeyError(f"unknown schema {name!r}; expected one of {SCHEMA_NAMES}")
-    text = (
-        resources.files(__package__)
-        .joinpath("schemas", f"{name}.schema.json")
-        .read_text(encoding="utf-8")
-    )
+    text = resources.files(__package__).joinpath(f"{name}.schema.json").read_text(encoding="utf-8")
     document: dict[str, Any] = json.loads(text)
     return document
 

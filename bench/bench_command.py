@@ -38,14 +38,14 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from lmckv.conformance.core.schemas import SchemaError
+from lmckv.base.schemas import SchemaError
 
 
 def _run(args: argparse.Namespace) -> int:
-    from lmckv.bench import throughput
-    from lmckv.bench.results import load
-    from lmckv.bench.runner import run_benchmarks
-    from lmckv.bench.targets import check_targets, format_checks
+    from . import throughput
+    from .results import load
+    from .runner import run_benchmarks
+    from .targets import check_targets, format_checks
 
     mode = "full" if args.full else "quick"
     plan = throughput.FULL if args.full else throughput.QUICK
@@ -70,7 +70,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from lmckv.bench.compare import EXIT_USAGE, MachineMismatch, MinEffects, compare_files
+    from .compare import EXIT_USAGE, MachineMismatch, MinEffects, compare_files
 
     try:
         min_effects = MinEffects.parse(args.min_effect)
@@ -111,7 +111,7 @@ def _at_least(minimum: int) -> Callable[[str], int]:
 
 def _slowdown(text: str) -> str:
     """An argparse type: an injected slowdown ``OP:FACTOR`` (``bench.impls``), kept as text."""
-    from lmckv.bench.impls import parse_slowdown
+    from .impls import parse_slowdown
 
     try:
         parse_slowdown(text)
@@ -122,7 +122,7 @@ def _slowdown(text: str) -> str:
 
 def _load_kinds(text: str) -> tuple[str, ...]:
     """An argparse type: background load kinds (``bench.background``)."""
-    from lmckv.bench.background import parse_load
+    from .background import parse_load
 
     try:
         return parse_load(text)
@@ -131,9 +131,9 @@ def _load_kinds(text: str) -> tuple[str, ...]:
 
 
 def _ab(args: argparse.Namespace) -> int:
-    from lmckv.bench import throughput
-    from lmckv.bench.ab import SideError, parse_env, resolve_side, run_ab
-    from lmckv.bench.compare import EXIT_USAGE, MinEffects
+    from . import throughput
+    from .ab import SideError, parse_env, resolve_side, run_ab
+    from .compare import EXIT_USAGE, MinEffects
 
     try:
         min_effects = MinEffects.parse(args.min_effect)
@@ -159,8 +159,8 @@ def _ab(args: argparse.Namespace) -> int:
 
 
 def _targets(args: argparse.Namespace) -> int:
-    from lmckv.bench.results import load
-    from lmckv.bench.targets import check_targets, format_checks
+    from .results import load
+    from .targets import check_targets, format_checks
 
     _, records = load(args.file)
     checks = check_targets(records)
@@ -169,8 +169,8 @@ def _targets(args: argparse.Namespace) -> int:
 
 
 def _gate_check(args: argparse.Namespace) -> int:
-    from lmckv.bench.compare import EXIT_USAGE
-    from lmckv.bench.gate_check import AB_PAIRS, METHODS, rejudge, run_gate_check
+    from .compare import EXIT_USAGE
+    from .gate_check import AB_PAIRS, METHODS, rejudge, run_gate_check
 
     if args.judge:
         # --judge measures nothing: the options that say how to measure are refused, not
@@ -192,14 +192,14 @@ def _gate_check(args: argparse.Namespace) -> int:
 
 
 def _gpu_check(args: argparse.Namespace) -> int:
-    from lmckv.bench.gpu_check import run_check
+    from .gpu_check import run_check
 
     return run_check(args.out, full=args.full)
 
 
 def _e2e(args: argparse.Namespace) -> int:
-    from lmckv.bench.e2e_run import run_model
-    from lmckv.bench.models import ModelUnusable
+    from .e2e_run import run_model
+    from .models import ModelUnusable
 
     try:
         path, counts, wall = run_model(
@@ -222,10 +222,10 @@ def _e2e(args: argparse.Namespace) -> int:
 
 
 def _load(args: argparse.Namespace) -> int:
-    from lmckv.bench.load import SERVERS, LoadPlan, main_load
+    from .load import SERVERS, LoadPlan, main_load
 
     if args.hostile:
-        from lmckv.bench.hostile import HostilePlan, main_hostile
+        from .hostile import HostilePlan, main_hostile
 
         return main_hostile(
             args.impl or list(SERVERS), HostilePlan(duration_s=args.attack_seconds), args.out

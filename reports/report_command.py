@@ -8,17 +8,18 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from lmckv.conformance.core.resources import package_path
-from lmckv.reports.bench_section import accuracy_section, comparison_section, throughput_section
-from lmckv.reports.conformance_section import interop_section, matrix_section
-from lmckv.reports.e2e_section import e2e_section
-from lmckv.reports.environment import environment_section
-from lmckv.reports.html import page
-from lmckv.reports.load import ReportInputError, ReportInputs, load_inputs
-from lmckv.reports.output import Output
-from lmckv.reports.releases_section import ReleasesInputError, releases_section
-from lmckv.reports.server_load_section import server_load_section
-from lmckv.reports.summary_section import summary_section
+from lmckv.base.resources import package_path
+
+from .bench_section import accuracy_section, comparison_section, throughput_section
+from .conformance_section import interop_section, matrix_section
+from .e2e_section import e2e_section
+from .environment import environment_section
+from .html import page
+from .load import ReportInputError, ReportInputs, load_inputs
+from .output import Output
+from .releases_section import ReleasesInputError, releases_section
+from .server_load_section import server_load_section
+from .summary_section import summary_section
 
 SPEC = package_path("lmckv.reference_impl", "SPEC.md")
 TITLE = "lmckv report: KV-cache format conformance and benchmarks"
