@@ -5,24 +5,24 @@
   ``DIR/bench-<stamp>-<commit7>.jsonl``.
 - ``compare BASE HEAD [--min-effect [PATTERN=]X] [--alpha A] [--gate IMPL]
   [--cross-machine] [--drift-bound X]``: two separate runs, per-figure changes and one
-  decision for the run (``bench.compare``, ``bench.decision``).
+  decision for the run (``bench.gate.compare``, ``bench.gate.decision``).
 - ``ab BASE HEAD --out DIR [--pairs N] [--full] [--base-env VAR=VALUE] [--head-env ...]``:
   two interpreters (``current``, a venv, a python) measured in alternating processes of one
-  session and judged in pairs (``bench.ab``): the form that holds on a shared runner.
+  session and judged in pairs (``bench.gate.ab``): the form that holds on a shared runner.
 - ``targets FILE [--strict]``: the reference's performance targets; ``--strict`` exits 1
   when one fails.
 - ``gate-check --out DIR [--pairs N] [--slowdown OP:FACTOR] [--only compare|ab] [--load
   spin,copy]``: how often ``compare`` (separate runs) and ``ab`` (interleaved) call identical
   code a regression and catch an injected slowdown on this machine, idle or beside a stated
-  load (``bench.gate_check``); ``gate-check --judge DIR...`` judges earlier measurements
+  load (``bench.gate.gate_check``); ``gate-check --judge DIR...`` judges earlier measurements
   again, together.
-- ``gpu-check --out DIR``: the short GPU check (``bench.gpu_check``).
+- ``gpu-check --out DIR``: the short GPU check (``bench.gpu.check``).
 - ``e2e --model PATH [--text FILE] [--context N] [--full] --out DIR``: the end-to-end
-  measurement on an operator's own model (``bench.e2e_run``); a model it cannot run is one
+  measurement on an operator's own model (``bench.accuracy.e2e_run``); a model it cannot run is one
   line on stderr and exit 2.
 - ``load [--impl SERVER]... [--clients N] [--ops M] [--time-cap S] [--out DIR]``: loopback
-  load on the reference and upstream cache servers (``bench.load``); with ``--hostile
-  [--attack-seconds S]`` the hostile-load scenario instead (``bench.hostile``).
+  load on the reference and upstream cache servers (``bench.server_load.load``); with ``--hostile
+  [--attack-seconds S]`` the hostile-load scenario instead (``bench.server_load.hostile``).
 
 Exit codes: 0 success / no regression / gate holds, 1 regression / failed target / failed
 check / gate does not hold, 2 bad usage or input (``compare``: also runs from different
@@ -42,13 +42,13 @@ from lmckv.base.schemas import SchemaError
 
 
 def _run(args: argparse.Namespace) -> int:
-    from . import throughput
-    from .results import load
-    from .runner import run_benchmarks
-    from .targets import check_targets, format_checks
+    from .common.rows import load
+    from .throughput import measure
+    from .throughput.runner import run_benchmarks
+    from .throughput.targets import check_targets, format_checks
 
     mode = "full" if args.full else "quick"
-    plan = throughput.FULL if args.full else throughput.QUICK
+    plan = measure.FULL if args.full else measure.QUICK
     if args.wall_clock:
         plan = replace(plan, cpu_timer="perf_counter")
     path, counts, wall = run_benchmarks(
@@ -70,7 +70,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from .compare import EXIT_USAGE, MachineMismatch, MinEffects, compare_files
+    from .gate.compare import EXIT_USAGE, MachineMismatch, MinEffects, compare_files
 
     try:
         min_effects = MinEffects.parse(args.min_effect)
@@ -110,8 +110,9 @@ def _at_least(minimum: int) -> Callable[[str], int]:
 
 
 def _slowdown(text: str) -> str:
-    """An argparse type: an injected slowdown ``OP:FACTOR`` (``bench.impls``), kept as text."""
-    from .impls import parse_slowdown
+    """An argparse type: an injected slowdown ``OP:FACTOR`` (``bench.common.impls``), kept as
+    text."""
+    from .common.impls import parse_slowdown
 
     try:
         parse_slowdown(text)
@@ -121,8 +122,8 @@ def _slowdown(text: str) -> str:
 
 
 def _load_kinds(text: str) -> tuple[str, ...]:
-    """An argparse type: background load kinds (``bench.background``)."""
-    from .background import parse_load
+    """An argparse type: background load kinds (``bench.gate.background``)."""
+    from .gate.background import parse_load
 
     try:
         return parse_load(text)
@@ -131,9 +132,9 @@ def _load_kinds(text: str) -> tuple[str, ...]:
 
 
 def _ab(args: argparse.Namespace) -> int:
-    from . import throughput
-    from .ab import SideError, parse_env, resolve_side, run_ab
-    from .compare import EXIT_USAGE, MinEffects
+    from .gate.ab import SideError, parse_env, resolve_side, run_ab
+    from .gate.compare import EXIT_USAGE, MinEffects
+    from .throughput import measure
 
     try:
         min_effects = MinEffects.parse(args.min_effect)
@@ -142,7 +143,7 @@ def _ab(args: argparse.Namespace) -> int:
     except (ValueError, SideError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    plan = throughput.FULL if args.full else throughput.QUICK
+    plan = measure.FULL if args.full else measure.QUICK
     result = run_ab(
         args.out,
         base,
@@ -159,8 +160,8 @@ def _ab(args: argparse.Namespace) -> int:
 
 
 def _targets(args: argparse.Namespace) -> int:
-    from .results import load
-    from .targets import check_targets, format_checks
+    from .common.rows import load
+    from .throughput.targets import check_targets, format_checks
 
     _, records = load(args.file)
     checks = check_targets(records)
@@ -169,8 +170,8 @@ def _targets(args: argparse.Namespace) -> int:
 
 
 def _gate_check(args: argparse.Namespace) -> int:
-    from .compare import EXIT_USAGE
-    from .gate_check import AB_PAIRS, METHODS, rejudge, run_gate_check
+    from .gate.compare import EXIT_USAGE
+    from .gate.gate_check import AB_PAIRS, METHODS, rejudge, run_gate_check
 
     if args.judge:
         # --judge measures nothing: the options that say how to measure are refused, not
@@ -192,14 +193,14 @@ def _gate_check(args: argparse.Namespace) -> int:
 
 
 def _gpu_check(args: argparse.Namespace) -> int:
-    from .gpu_check import run_check
+    from .gpu.check import run_check
 
     return run_check(args.out, full=args.full)
 
 
 def _e2e(args: argparse.Namespace) -> int:
-    from .e2e_run import run_model
-    from .models import ModelUnusable
+    from .accuracy.e2e_run import run_model
+    from .accuracy.models import ModelUnusable
 
     try:
         path, counts, wall = run_model(
@@ -222,10 +223,10 @@ def _e2e(args: argparse.Namespace) -> int:
 
 
 def _load(args: argparse.Namespace) -> int:
-    from .load import SERVERS, LoadPlan, main_load
+    from .server_load.load import SERVERS, LoadPlan, main_load
 
     if args.hostile:
-        from .hostile import HostilePlan, main_hostile
+        from .server_load.hostile import HostilePlan, main_hostile
 
         return main_hostile(
             args.impl or list(SERVERS), HostilePlan(duration_s=args.attack_seconds), args.out
@@ -236,7 +237,7 @@ def _load(args: argparse.Namespace) -> int:
 
 
 def _decision_options(parser: argparse.ArgumentParser) -> None:
-    """The options of the run-level decision (``bench.decision``)."""
+    """The options of the run-level decision (``bench.gate.decision``)."""
     parser.add_argument(
         "--min-effect",
         action="append",
@@ -380,7 +381,9 @@ def build_parser() -> argparse.ArgumentParser:
     e2e.add_argument(
         "--model", type=Path, required=True, help="a Hugging Face model folder or a .gguf file"
     )
-    e2e.add_argument("--text", type=Path, help="UTF-8 text to score (default: bench/corpus.py)")
+    e2e.add_argument(
+        "--text", type=Path, help="UTF-8 text to score (default: bench/accuracy/corpus.py)"
+    )
     e2e.add_argument(
         "--context", type=int, default=256, help="prefix tokens, a multiple of 16 (default 256)"
     )
@@ -396,7 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
     e2e.add_argument("--no-progress", action="store_true", help="no progress bars")
     e2e.set_defaults(func=_e2e)
 
-    load = sub.add_parser("load", help="loopback load on cache servers (bench/load.py)")
+    load = sub.add_parser("load", help="loopback load on cache servers (bench/server_load/load.py)")
     load.add_argument("--impl", action="append", help="reference-server, upstream-server")
     load.add_argument("--clients", type=int, default=8, help="concurrent clients (default 8)")
     load.add_argument("--ops", type=int, default=200, help="round trips per client and size")
@@ -406,7 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--hostile",
         action="store_true",
         help="the hostile-load scenario instead: each attack (idle flood, slow headers, stalled "
-        "payloads, unread replies, garbage) beside a canary client (bench/hostile.py)",
+        "payloads, unread replies, garbage) beside a canary client (bench/server_load/hostile.py)",
     )
     load.add_argument(
         "--attack-seconds", type=float, default=20.0, help="seconds per attack (--hostile)"

@@ -45,9 +45,3 @@ class WireDType(NamedTuple):
 
     def __str__(self) -> str:
         return f"torch.{self.name}"
-
-
-#: id -> WireDType (None for id 0).
-WIRE_DTYPE_OF_ID: dict[int, WireDType | None] = {
-    i: None if name is None else WireDType(name, ITEMSIZE[name]) for i, name in NAME_OF_ID.items()
-}

@@ -6,12 +6,12 @@ from html import escape
 
 import pandas as pd
 
-from ..bench.families import REALISTIC, STRESS, family_role
-from ..bench.serde_ops import CODEC_OF
+from ..bench.accuracy.families import REALISTIC, STRESS, family_role
+from ..bench.throughput.serde_calls import CODEC_OF
 from . import figures
 from .comparison import VERDICT_CLASS, compare, counts_text
 from .html import Section, collapsible, details, figure, note, paragraph, table
-from .load import ReportInputs, scope_rank
+from .inputs import ReportInputs, scope_rank
 from .output import Output
 
 NO_BENCH = "no bench results file among the inputs: benchmarks are not reported"
@@ -87,7 +87,8 @@ SERDE_KEYS = ["machine", "impl", "scope", "dtype", "case"]
 
 
 def serde_cost(throughput: pd.DataFrame) -> pd.DataFrame:
-    """What the serde costs on top of the codec: each serde row (``bench.serde_ops``) beside
+    """What the serde costs on top of the codec: each serde row (``bench.throughput.serde_calls``)
+    beside
     the codec operation it wraps (``CODEC_OF``: encode, decode_dequant) of the same
     implementation, scope, dtype, case and machine, as per-call times and their ratio.
     V-only rows are set against the codec's K+V operation (the V-only serde's own work is

@@ -1,8 +1,8 @@
 """A bench run against a baseline run: the verdicts of ``lmckv bench compare``, as a table.
 
-The comparison itself is :func:`bench.compare.compare_runs`, of the runs the report already
+The comparison itself is :func:`bench.gate.compare.compare_runs`, of the runs the report already
 read (no file is read twice), with its defaults (gate on the reference implementation, the
-run-level decision of ``bench.decision``: Holm across operations at family-wise alpha 0.05,
+run-level decision of ``bench.gate.decision``: Holm across operations at family-wise alpha 0.05,
 10% minimum effect), so the page and the command line agree; runs from different machines
 are compared with ``cross_machine=True`` and bench compare's cross-machine note is shown.
 """
@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
-from ..bench.compare import compare_runs, summary
-from .load import BenchRun
+from ..bench.gate.compare import compare_runs, summary
+from .inputs import BenchRun
 
 GATED_IMPLS = ("reference",)
 # Worst first: the order rows are listed in.

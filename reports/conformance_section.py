@@ -17,7 +17,7 @@ from .html import (
     paragraph,
     table,
 )
-from .load import OUTCOMES, ReportInputs
+from .inputs import OUTCOMES, ReportInputs
 from .output import Output
 from .summary import failures
 

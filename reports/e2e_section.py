@@ -1,6 +1,6 @@
 """The end-to-end section: what each scope and format does to the real model's predictions.
 
-Rows of kind ``e2e`` (``bench.e2e``): next-token KL, top-1 agreement and perplexity change
+Rows of kind ``e2e`` (``bench.accuracy.e2e``): next-token KL, top-1 agreement and perplexity change
 with 95% block-bootstrap intervals per scope, format and cache dtype; the one-layer-at-a-time
 KL; and the V statistics of the real cache beside those of the matched synthetic family.
 """
@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..bench.e2e import CONTEXT as PRIMARY_CONTEXT
-from ..bench.serdes import FP8, K16V8, K16V8_V_ONLY
+from ..bench.accuracy.e2e import CONTEXT as PRIMARY_CONTEXT
+from ..bench.accuracy.l2_serdes import FP8, K16V8, K16V8_V_ONLY
 from . import figures
 from .bench_section import NO_BENCH, skip_reasons
 from .html import Section, details, figure, note, paragraph, table
-from .load import ReportInputs, scope_rank
+from .inputs import ReportInputs, scope_rank
 from .output import Output
 from .serde_choice import RULE_TEXT as SERDE_RULE
 from .serde_choice import choose_serde, serde_table

@@ -10,7 +10,7 @@ import matplotlib
 import pandas as pd
 
 from .html import Section, collapsible, note, table
-from .load import BenchRun, ReportInputs, machine_record
+from .inputs import BenchRun, ReportInputs, machine_record
 from .output import Output
 
 
@@ -19,7 +19,7 @@ def _gib(value: Any) -> str:
 
 
 def _gpu_text(gpu: Any) -> str:
-    """The machine record's GPU (bench/machine.py, by NVML UUID) in one line."""
+    """The machine record's GPU (bench/common/machine.py, by NVML UUID) in one line."""
     if not isinstance(gpu, dict):
         return "none (torch saw no CUDA device)"
     if gpu.get("nvml_error"):

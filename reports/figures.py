@@ -26,9 +26,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from ..bench.scopes import CALIBRATED_EXTERNAL
+from ..bench.common.scopes import CALIBRATED_EXTERNAL
 from ..reference_impl.kv_codec.header_fields import ScaleScope
-from .load import SCALE_SCOPES, scope_rank
+from .inputs import SCALE_SCOPES, scope_rank
 
 OP_ORDER = [
     "encode",

@@ -15,7 +15,7 @@ from .conformance_section import interop_section, matrix_section
 from .e2e_section import e2e_section
 from .environment import environment_section
 from .html import page
-from .load import ReportInputError, ReportInputs, load_inputs
+from .inputs import ReportInputError, ReportInputs, load_inputs
 from .output import Output
 from .releases_section import ReleasesInputError, releases_section
 from .server_load_section import server_load_section

@@ -14,11 +14,11 @@ The rule, stated on the page with the numbers it used:
    samples) lies entirely below the fastest's; where the intervals overlap its cost there
    is 0, so noise cannot separate two scopes (nor flip a tie broken on speed).
 3. Among scopes within bounds, the one that moves the real model's predictions least wins:
-   the end-to-end next-token KL divergence (``bench.e2e``; V format ``PREFERRED_FMT``, per
+   the end-to-end next-token KL divergence (``bench.accuracy.e2e``; V format ``PREFERRED_FMT``, per
    16-token block the mean over the float16 and bfloat16 caches). A scope whose paired
    bootstrap interval of the KL difference from the lowest includes zero is statistically
    tied with it; among tied scopes the smaller bytes per token, then the faster encode, win.
-   The synthetic stress families are adversarial by construction (``bench.families``): they
+   The synthetic stress families are adversarial by construction (``bench.accuracy.families``): they
    are shown beside the choice, never decide it. Without end-to-end rows (no model here),
    the attention-output error on the realistic data (the real capture and the realistic
    synthetic families) decides instead, errors within ``ERROR_TIE`` tying, and the page
@@ -33,10 +33,10 @@ from typing import TypeGuard
 import numpy as np
 import pandas as pd
 
-from ..bench.bootstrap import paired_difference
-from ..bench.families import REALISTIC, STRESS, family_role
-from ..bench.scopes import out_of_band
-from .load import scope_rank
+from ..bench.accuracy.bootstrap import paired_difference
+from ..bench.accuracy.families import REALISTIC, STRESS, family_role
+from ..bench.common.scopes import out_of_band
+from .inputs import scope_rank
 
 MAX_ENCODE_COST = 0.25
 MAX_BYTES_OVERHEAD = 0.05

@@ -1,4 +1,4 @@
-"""Recommend an L2 serde and scope for one model from its end-to-end rows (``bench.e2e``).
+"""Recommend an L2 serde and scope for one model from its end-to-end rows (``bench.accuracy.e2e``).
 
 The rule, stated on the page with the numbers it used:
 
@@ -6,14 +6,15 @@ The rule, stated on the page with the numbers it used:
    at most ``PPL_BUDGET`` at 95% confidence (the bootstrap interval's upper end, worse of
    the float16 and bfloat16 caches). No serde (``none``) is always within it.
 2. Configurable: the installed LMCache's serde factory builds the serde from the L2
-   adapter's ``"serde"`` object, and writes with it (``bench.serdes.installed_writes``); for
+   adapter's ``"serde"`` object, and writes with it (``bench.accuracy.l2_serdes.installed_writes``);
+   for
    the K16/V8 serdes only the scopes a serde can write (``SERDE_SCOPES``: their scales travel
    in the blob and need no page geometry).
 3. Among configurable serdes within budget, the fewest bytes stored in L2 per token wins;
    within ``BYTES_TIE`` of each other, the smaller KL divergence.
 
 The same rule without step 2 names the better choice a newer release could write, and what
-it needs. Speed: the serde's bench rows where the files hold them (``bench.serde_ops``,
+it needs. Speed: the serde's bench rows where the files hold them (``bench.throughput.serde_calls``,
 PER_TENSOR and PER_LAYER_HEAD), else the codec's encode throughput for the K16/V8 scopes,
 else not measured.
 Models are judged each on its own rows, never pooled.
@@ -26,12 +27,12 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ..bench.serde_ops import SERDE_SCOPES
-from ..bench.serdes import FP8, K16V8, K16V8_V_ONLY, NONE, installed_writes, l2_config
+from ..bench.accuracy.l2_serdes import FP8, K16V8, K16V8_V_ONLY, NONE, installed_writes, l2_config
+from ..bench.throughput.serde_calls import SERDE_SCOPES
 
 PPL_BUDGET = 0.01
 BYTES_TIE = 0.01
-#: The bench operations (``bench.serde_ops``) that time each K16/V8 serde.
+#: The bench operations (``bench.throughput.serde_calls``) that time each K16/V8 serde.
 SERDE_SPEED_OPS = {
     K16V8: ("serialize", "deserialize"),
     K16V8_V_ONLY: ("serialize_v_only", "deserialize_v_only"),
@@ -77,8 +78,9 @@ def _worst(rows: pd.DataFrame, metric: str, higher_is_worse: bool = True) -> tup
 
 
 def _speed(throughput: pd.DataFrame, serde: str, scope: str) -> str:
-    """Median GB/s of the serde's own bench rows in this scope (``bench.serde_ops``: the
-    serialize and deserialize operations of each implementation), else the codec's encode
+    """Median GB/s of the serde's own bench rows in this scope
+    (``bench.throughput.serde_calls``: the serialize and deserialize operations of each
+    implementation), else the codec's encode
     for the K16/V8 scopes, else not measured (the plain fp8 cast has no bench rows)."""
     ops = SERDE_SPEED_OPS.get(serde)
     if throughput.empty or ops is None:

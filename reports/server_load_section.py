@@ -1,5 +1,6 @@
 """The cache servers under load: the plain load table (``lmckv bench load``) and, beside it,
-the hostile-load table (``lmckv bench load --hostile``, bench/hostile.py): per attack, the
+the hostile-load table (``lmckv bench load --hostile``, bench/server_load/hostile.py): per attack,
+the
 canary's success rate and p99 latency and the server's peak RSS against its stated bound."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .html import Section, note, paragraph, table
-from .load import ReportInputs
+from .inputs import ReportInputs
 from .output import Output
 
 

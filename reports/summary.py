@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .load import OUTCOMES
+from .inputs import OUTCOMES
 
 
 def level_counts(tests: pd.DataFrame) -> pd.DataFrame:

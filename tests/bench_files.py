@@ -8,8 +8,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from lmckv.bench.results import ResultsWriter
-from lmckv.bench.throughput import Case, ThroughputPlan
+from lmckv.bench.common.rows import ResultsWriter
+from lmckv.bench.throughput.measure import Case, ThroughputPlan
 
 MACHINE = {
     "host_id": "0123456789abcdef",

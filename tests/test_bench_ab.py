@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from bench_files import tiny_plan
 
-from lmckv.bench.ab import SideError, parse_env, resolve_side, run_ab
 from lmckv.bench.bench_command import main
-from lmckv.bench.decision import EXIT_REGRESSION
-from lmckv.bench.impls import SLOWDOWN_ENV
-from lmckv.bench.results import load
+from lmckv.bench.common.impls import SLOWDOWN_ENV
+from lmckv.bench.common.rows import load
+from lmckv.bench.gate.ab import SideError, parse_env, resolve_side, run_ab
+from lmckv.bench.gate.decision import EXIT_REGRESSION
 
 TINY = tiny_plan(processes=1)
 

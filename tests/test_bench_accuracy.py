@@ -7,12 +7,12 @@ import math
 import pytest
 import torch
 
-from lmckv.bench import realkv
-from lmckv.bench.accuracy import codec_e4m3, evaluate, whatif
-from lmckv.bench.data import KVSample, synthetic
-from lmckv.bench.formats import E4M3, E5M2, INT8
-from lmckv.bench.impls import load_impls
-from lmckv.bench.metrics import attention_probs, attn_rel_err, v_error
+from lmckv.bench.accuracy import realkv
+from lmckv.bench.accuracy.data import KVSample, synthetic
+from lmckv.bench.accuracy.formats import E4M3, E5M2, INT8
+from lmckv.bench.accuracy.metrics import attention_probs, attn_rel_err, v_error
+from lmckv.bench.accuracy.reconstruction import codec_e4m3, evaluate, whatif
+from lmckv.bench.common.impls import load_impls
 
 
 @pytest.fixture(autouse=True, scope="module")

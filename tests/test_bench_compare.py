@@ -14,7 +14,10 @@ import pytest
 from bench_files import MACHINE, throughput_row, tiny_plan, write_results
 
 from lmckv.bench.bench_command import main
-from lmckv.bench.compare import (
+from lmckv.bench.common.impls import SLOWDOWN_ENV, parse_slowdown
+from lmckv.bench.common.machine import machine_id
+from lmckv.bench.common.rows import SCOPES
+from lmckv.bench.gate.compare import (
     EXIT_INCONCLUSIVE,
     EXIT_OK,
     EXIT_REGRESSION,
@@ -22,13 +25,10 @@ from lmckv.bench.compare import (
     MinEffects,
     compare_rows,
 )
-from lmckv.bench.decision import OpDecision, RunDecision
-from lmckv.bench.gate_check import judge_separate, measure
-from lmckv.bench.impls import SLOWDOWN_ENV, parse_slowdown
-from lmckv.bench.machine import machine_id
-from lmckv.bench.results import SCOPES
-from lmckv.bench.targets import check_targets
-from lmckv.bench.verdict import judge, shift_interval
+from lmckv.bench.gate.decision import OpDecision, RunDecision
+from lmckv.bench.gate.gate_check import judge_separate, measure
+from lmckv.bench.gate.verdict import judge, shift_interval
+from lmckv.bench.throughput.targets import check_targets
 
 
 def noisy(center: float, spread: float, n: int = 9, seed: int = 0) -> list[float]:
@@ -37,7 +37,7 @@ def noisy(center: float, spread: float, n: int = 9, seed: int = 0) -> list[float
     return [center * (1.0 + spread) ** rng.gauss(0.0, 1.0) for _ in range(n)]
 
 
-# ---- bench.verdict on synthetic samples
+# ---- bench.gate.verdict on synthetic samples
 
 
 def test_identical_distributions_are_unchanged() -> None:

@@ -1,4 +1,4 @@
-"""bench.decision: the run-level decision on synthetic runs shaped like the quick plan.
+"""bench.gate.decision: the run-level decision on synthetic runs shaped like the quick plan.
 
 A synthetic run has the quick plan's CPU rows (4 operations x 3 cases x 2 dtypes x 4 scopes
 = 96 gated reference rows, each with its limit) measured in several processes of a machine
@@ -18,8 +18,8 @@ import pytest
 from bench_files import synthetic_run, throughput_row, write_results
 
 from lmckv.bench.bench_command import main
-from lmckv.bench.compare import bench_id, compare_rows
-from lmckv.bench.decision import (
+from lmckv.bench.gate.compare import bench_id, compare_rows
+from lmckv.bench.gate.decision import (
     EXIT_INCONCLUSIVE,
     EXIT_OK,
     EXIT_REGRESSION,
@@ -28,7 +28,7 @@ from lmckv.bench.decision import (
     process_values,
     processes_needed,
 )
-from lmckv.bench.verdict import min_p_paired, min_p_unpaired, paired_shift
+from lmckv.bench.gate.verdict import min_p_paired, min_p_unpaired, paired_shift
 
 
 def gated_rows(rows: list[dict[str, Any]]) -> int:

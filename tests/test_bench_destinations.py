@@ -1,4 +1,4 @@
-"""The bench's preallocated destinations (bench/impls.py): an implementation whose codec
+"""The bench's preallocated destinations (bench/common/impls.py): an implementation whose codec
 takes ``encode(out=)`` and ``decode(out_v=)`` writes into buffers made before timing, the
 same bytes and values as its allocating calls; one without them keeps allocating."""
 
@@ -8,8 +8,8 @@ import types
 
 import torch
 
-from lmckv.bench.impls import CodecImpl, CodecOps
-from lmckv.bench.throughput import Case, make_layers
+from lmckv.bench.common.impls import CodecImpl, CodecOps
+from lmckv.bench.throughput.measure import Case, make_layers
 from lmckv.reference_impl import kv_codec
 
 CASE = Case("tiny", layers=2, pages=2, heads=2, head_dim=16)

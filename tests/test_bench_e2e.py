@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from lmckv.base.schemas import SchemaError
-from lmckv.bench import bootstrap, e2e, kvstats, realkv
-from lmckv.bench.data import synthetic
-from lmckv.bench.impls import load_impls
-from lmckv.bench.results import validate_record
+from lmckv.bench.accuracy import bootstrap, e2e, kvstats, realkv
+from lmckv.bench.accuracy.data import synthetic
+from lmckv.bench.common.impls import load_impls
+from lmckv.bench.common.rows import validate_record
 
 #: What the results writer stamps on every row after the header.
 MACHINE_ID = "0123456789abcdef"
@@ -60,7 +60,8 @@ def test_v_statistics_of_a_known_tensor() -> None:
 
 
 def test_matched_family_lies_within_the_real_caches_ranges() -> None:
-    """The ranges of SmolLM2-135M's cache over its 30 layers (bench/data.py documents them)."""
+    """The ranges of SmolLM2-135M's cache over its 30 layers (bench/accuracy/data.py documents
+    them)."""
     for sample in synthetic("matched").samples:
         stats = kvstats.v_stats(sample.v)
         assert 3.0 <= stats["v_amax"] <= 14.5

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from lmckv.bench import serdes
+from lmckv.bench.accuracy import l2_serdes as serdes
 from lmckv.bench.bench_command import main
-from lmckv.bench.results import load, validate_record
+from lmckv.bench.common.rows import load, validate_record
 
 #: Set by ``nox -s tests`` (which installs the ``real-kv`` extra): without transformers these
 #: tests then fail instead of skipping, so CI cannot go green without running them.

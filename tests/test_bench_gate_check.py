@@ -18,12 +18,12 @@ import pytest
 from bench_files import synthetic_run, write_results
 
 from lmckv.base.process_groups import group_alive
-from lmckv.bench import gate_check
-from lmckv.bench.background import COPY_BYTES, KINDS, background_load, work
-from lmckv.bench.background import main as background_main
 from lmckv.bench.bench_command import main
-from lmckv.bench.compare import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
-from lmckv.bench.gate_check import (
+from lmckv.bench.gate import gate_check
+from lmckv.bench.gate.background import COPY_BYTES, KINDS, background_load, work
+from lmckv.bench.gate.background import main as background_main
+from lmckv.bench.gate.compare import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
+from lmckv.bench.gate.gate_check import (
     PLAIN,
     SLOWED,
     Outcome,
@@ -226,7 +226,7 @@ def test_the_load_runs_while_the_measurement_does_and_is_stated(
     assert code == 0
     assert started and not any(group_alive(pid) for pid in started)
     summary = (tmp_path / "gate-check.md").read_text()
-    assert "Background load throughout: spin, copy (bench.background)." in summary
+    assert "Background load throughout: spin, copy (bench.gate.background)." in summary
     # measuring into the same folder again would pair old runs with new ones: refused
     code = run_gate_check(
         tmp_path, pairs=2, slowdown="encode:1.2", methods=("compare",), load=("spin",)
@@ -259,7 +259,9 @@ def test_each_kind_loads_the_machine_and_stops_by_itself() -> None:
         assert _rss_bytes(copy) >= 2 * COPY_BYTES
     for kind in KINDS:
         done = subprocess.run(
-            [sys.executable, "-m", "lmckv.bench.background", kind, "0.2"], timeout=60, check=False
+            [sys.executable, "-m", "lmckv.bench.gate.background", kind, "0.2"],
+            timeout=60,
+            check=False,
         )
         assert done.returncode == 0
     assert background_main(["disk", "1"]) == 2

@@ -13,7 +13,12 @@ import pytest
 import torch
 
 from lmckv.bench.bench_command import main
-from lmckv.bench.cuda_limits import (
+from lmckv.bench.common.impls import load_impls
+from lmckv.bench.common.machine import machine_id, machine_record
+from lmckv.bench.common.nvml import RowSampler, TorchDevice, gpu_record, nvml_uuid
+from lmckv.bench.common.rows import LIMIT_IMPLS, validate_record
+from lmckv.bench.gpu.check import correctness, d2d_check, pairs, summary_markdown
+from lmckv.bench.throughput.cuda_limits import (
     CUDA_LIMIT,
     LAUNCH_BOUND_S,
     PINNED_OF,
@@ -23,12 +28,7 @@ from lmckv.bench.cuda_limits import (
     peak_bandwidth,
     spec_peak,
 )
-from lmckv.bench.gpu_check import correctness, d2d_check, pairs, summary_markdown
-from lmckv.bench.impls import load_impls
-from lmckv.bench.machine import machine_id, machine_record
-from lmckv.bench.nvml import RowSampler, TorchDevice, gpu_record, nvml_uuid
-from lmckv.bench.results import LIMIT_IMPLS, validate_record
-from lmckv.bench.throughput import CUDA_OPS, rows
+from lmckv.bench.throughput.measure import CUDA_OPS, rows
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -157,7 +157,7 @@ def test_cuda_rows_from_fake_timings_are_schema_valid_and_paired() -> None:
 
 
 class FakeNvml(SimpleNamespace):
-    """The pynvml calls bench.nvml makes; by-index lookup is an error (never used)."""
+    """The pynvml calls bench.common.nvml makes; by-index lookup is an error (never used)."""
 
     NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 0, 2, 0
 

@@ -3,8 +3,8 @@ under the bench-row schema, the server stopped afterwards."""
 
 from __future__ import annotations
 
-from lmckv.bench.load import LoadPlan, format_table, run_load
-from lmckv.bench.results import validate_record
+from lmckv.bench.common.rows import validate_record
+from lmckv.bench.server_load.load import LoadPlan, format_table, run_load
 
 #: What the results writer stamps on every row after the header.
 MACHINE_ID = "0123456789abcdef"

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from lmckv.bench.accuracy import ACCURACY_SCOPES
-from lmckv.bench.formats import FORMATS
-from lmckv.bench.results import (
+from lmckv.bench.accuracy.formats import FORMATS
+from lmckv.bench.accuracy.reconstruction import ACCURACY_SCOPES
+from lmckv.bench.common.rows import (
     METRICS,
     SCOPES,
     ResultsWriter,
@@ -25,8 +25,8 @@ from lmckv.bench.results import (
     results_name,
     validate_record,
 )
-from lmckv.bench.runner import run_benchmarks
-from lmckv.bench.throughput import CPU_OPS, Case, ThroughputPlan
+from lmckv.bench.throughput.measure import CPU_OPS, Case, ThroughputPlan
+from lmckv.bench.throughput.runner import run_benchmarks
 
 TINY = ThroughputPlan(
     cpu_cases=(Case("tiny", layers=2, pages=2, heads=2, head_dim=16),),

@@ -1,4 +1,5 @@
-"""The serde rows of the benchmark (bench/serde_ops.py): the timed calls do the serde's whole
+"""The serde rows of the benchmark (bench/throughput/serde_calls.py): the timed calls do the serde's
+whole
 work into preallocated buffers, each row is a valid bench row set against memcpy, and the
 report's serde-cost table sets each serde row beside the codec operation it wraps."""
 
@@ -12,9 +13,9 @@ import pytest
 import torch
 
 from lmckv.base.schemas import validate
-from lmckv.bench.impls import load_impls
-from lmckv.bench.serde_ops import SERDE_OPS, SERDE_SCOPES, SerdeOps
-from lmckv.bench.throughput import Case, ThroughputPlan, make_layers, measure, rows
+from lmckv.bench.common.impls import load_impls
+from lmckv.bench.throughput.measure import Case, ThroughputPlan, make_layers, measure, rows
+from lmckv.bench.throughput.serde_calls import SERDE_OPS, SERDE_SCOPES, SerdeOps
 from lmckv.reference_impl.kv_codec import AsymK16V8Codec, ScaleScope
 from lmckv.reports.bench_section import serde_cost
 

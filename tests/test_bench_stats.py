@@ -1,11 +1,12 @@
-"""bench.stats and bench.timing: medians, quartiles, calibration and interleaving."""
+"""bench.throughput.stats and bench.throughput.timing: medians, quartiles, calibration and
+interleaving."""
 
 from __future__ import annotations
 
 import pytest
 
-from lmckv.bench.stats import gbps, quantile, summarize
-from lmckv.bench.timing import Timed, calibrate, run_interleaved
+from lmckv.bench.throughput.stats import gbps, quantile, summarize
+from lmckv.bench.throughput.timing import Timed, calibrate, run_interleaved
 
 
 def test_summary_of_known_sample() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lmckv.bench.targets import check_targets, format_checks
+from lmckv.bench.throughput.targets import check_targets, format_checks
 
 
 def row(op: str, case: str, device: str = "cpu", **ratios: float | None) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The hostile-load run in short (``bench.hostile``): each attack beside a canary on a fresh
+"""The hostile-load run in short (``bench.server_load.hostile``): each attack beside a canary on a
+fresh
 reference server at its default slots and timeouts (capacity 64 MiB), loopback only,
 3 s each. Every bound of SPEC "Bounds a peer cannot stretch" is exercised: the canary is
 served through an idle flood that holds and reconnects every slot (PROTO-SRV-SLOTS), slow
@@ -11,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from lmckv.base.schemas import validate
-from lmckv.bench.hostile import ATTACKS, HostilePlan, run_attack
+from lmckv.bench.server_load.hostile import ATTACKS, HostilePlan, run_attack
 
 PLAN = HostilePlan(duration_s=3.0)
 #: Attacks a canary must get through (a stalled payload refreshed every second can hold

@@ -127,9 +127,10 @@ def test_the_walk_sees_the_layers() -> None:
     graph = unit_graph()
     assert "lmckv.conformance.core" in graph["lmckv.conformance.drivers"]
     assert "lmckv.conformance.drivers" in graph["lmckv.conformance.golden"]
-    assert BASE in graph["lmckv.bench"]
+    assert BASE in graph["lmckv.bench.gate"]
+    assert "lmckv.bench.common" in graph["lmckv.bench.throughput"]
     assert "lmckv.base.schemas" in graph["lmckv.reports"]
-    assert "lmckv.reference_impl.kv_codec" in graph["lmckv.bench"]
+    assert "lmckv.reference_impl.kv_codec" in graph["lmckv.bench.common"]
     assert "lmckv.reference_impl.kv_codec" in graph["lmckv.conformance.golden"]
 
 

@@ -12,8 +12,8 @@ import pytest
 from bench_files import write_results
 from test_bench_decision import synthetic_run
 
-from lmckv.bench.compare import compare_files
-from lmckv.bench.machine import machine_id
+from lmckv.bench.common.machine import machine_id
+from lmckv.bench.gate.compare import compare_files
 from lmckv.reports.report_command import main
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lmckv.bench.results import LIMIT_IMPLS
+from lmckv.bench.common.rows import LIMIT_IMPLS
 from lmckv.reports.bench_section import flagged_rows
 from lmckv.reports.figures import LIMIT_COLOR
 

@@ -7,8 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from lmckv.bench.results import UnknownKinds, read
-from lmckv.reports.load import BenchRun, ConformanceRun, ReportInputError, load_inputs, load_results
+from lmckv.bench.common.rows import UnknownKinds, read
+from lmckv.reports.inputs import (
+    BenchRun,
+    ConformanceRun,
+    ReportInputError,
+    load_inputs,
+    load_results,
+)
 from lmckv.reports.report_command import main
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
@@ -164,7 +170,7 @@ def test_cli_reports_bad_input_with_exit_status_2(
 
 @pytest.mark.parametrize("name", ["bench-cpu.jsonl", "bench-cuda.jsonl", "bench-baseline.jsonl"])
 def test_bench_fixtures_follow_the_producers_schema(name: str) -> None:
-    """The fixtures pass bench.results' own validator, so the report reads what bench writes."""
+    """The fixtures pass bench.common.rows' own validator, so the report reads what bench writes."""
     records = read(FIXTURES / name, unknown=UnknownKinds.REFUSE).records
     run = load_results(FIXTURES / name)
     assert isinstance(run, BenchRun)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lmckv.reports.load import BenchRun, load_results
+from lmckv.reports.inputs import BenchRun, load_results
 from lmckv.reports.scope_choice import MAX_BYTES_OVERHEAD, MAX_ENCODE_COST, choose_scope
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"

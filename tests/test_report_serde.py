@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from lmckv.bench import serdes
+from lmckv.bench.accuracy import l2_serdes as serdes
 from lmckv.reports import serde_choice
 from lmckv.reports.e2e_section import context_table
 

@@ -17,8 +17,8 @@ from jsonschema import Draft202012Validator
 
 from lmckv.base import schemas
 from lmckv.base.schemas import FAST_PATTERNS, SCHEMA_NAMES, SchemaError, validate
-from lmckv.bench import results as bench_results
-from lmckv.bench.results import ResultsWriter, load
+from lmckv.bench.common import rows as bench_results
+from lmckv.bench.common.rows import ResultsWriter, load
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = sorted((ROOT / "golden_blobs" / "v1").glob("*.json"))

@@ -11,7 +11,7 @@ import pytest
 import torch
 from conftest import import_upstream
 
-from lmckv.bench import serdes
+from lmckv.bench.accuracy import l2_serdes as serdes
 from lmckv.reference_impl.serde import (
     DestinationTooSmallError,
     Fp8QuantizationDeserializer,

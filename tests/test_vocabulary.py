@@ -3,7 +3,7 @@
 - Scale scopes are named by ``ScaleScope`` (reference_impl/kv_codec/header_fields.py) alone:
   no other module spells a scope's name (``"PER_TENSOR"``, ``"per_layer_head"``) as a literal;
   they derive it (``ScaleScope.PER_TENSOR.name``, ``.name.lower()``). The benchmarks' one
-  condition that is not a header scope, calibrated external scales, is ``bench.scopes``'s
+  condition that is not a header scope, calibrated external scales, is ``bench.common.scopes``'s
   ``CALIBRATED_EXTERNAL``, derived from EXTERNAL's name.
 - ``--impl`` values are parsed in conformance/runner/impl_specs.py alone, from its table: no
   other module tests a value against a kind's prefix or suffix.
@@ -17,7 +17,7 @@ import pytest
 from test_import_graph import MODULES
 
 from lmckv.base.schemas import schema
-from lmckv.bench.scopes import CALIBRATED_EXTERNAL, SCOPE_NAMES, header_scope, out_of_band
+from lmckv.bench.common.scopes import CALIBRATED_EXTERNAL, SCOPE_NAMES, header_scope, out_of_band
 from lmckv.conformance.drivers.base import DriverError
 from lmckv.conformance.runner import impl_specs
 from lmckv.reference_impl.kv_codec.header_fields import ScaleScope

@@ -36,8 +36,7 @@ OBJECT_KEY = ("chunk_hash", "model_name", "kv_rank")
 OBJECT_KEY_DEFAULTED = ("object_group_id", "cache_salt")
 #: The fields of a hello reply (TESTEE.md, "hello").
 HELLO_REPLY = ("name", "version", "protocol", "capabilities")
-#: Framing fields every request and reply may hold besides the operation's own.
-REQUEST_FRAMING = ("id", "op")
+#: Framing fields every reply may hold besides the operation's own.
 REPLY_FRAMING = ("id", "ok")
 ERROR_FIELDS = ("error", "message")
 

@@ -25,9 +25,8 @@ from .float_bits import (
     to_float32,
 )
 
-#: Q-SCALE: the largest finite e4m3fn value, and the scale of a group whose amax is not > 0.
+#: Q-SCALE: the largest finite e4m3fn value.
 FP8_MAX = np.float32(448.0)
-ZERO_GROUP_SCALE = np.float32(1.0)
 HALF_FORMATS: dict[str, BinaryFormat] = {"float16": FLOAT16, "bfloat16": BFLOAT16}
 #: KV-SCALE-DTYPE: the scale dtypes and their little-endian storage.
 SCALE_DTYPES = ("float32", "float16", "bfloat16", "float64")

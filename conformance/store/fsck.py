@@ -161,7 +161,7 @@ def _key_of(name: str) -> tuple[ObjectKey | None, str]:
     return key, ""
 
 
-def check_blob_file(path: Path, name: str, size: int) -> Verdict:
+def judge_blob_file(path: Path, name: str, size: int) -> Verdict:
     """The verdict on the blob file ``path`` (named ``name``, ``size`` bytes)."""
     key, why = _key_of(name)
     if key is None:
@@ -208,7 +208,7 @@ def check_entry(directory: Path, name: str) -> Verdict:
             name, info.st_size, problem=Problem(name, "STORE-FOREIGN", why, info.st_size),
             kind="foreign",
         )  # fmt: skip
-    return check_blob_file(path, name, info.st_size)
+    return judge_blob_file(path, name, info.st_size)
 
 
 def check_store(

@@ -49,10 +49,7 @@ class ChunkShape:
         return (self.layers, self.tokens, self.kv_heads, self.head_dim)
 
 
-#: Llama-3.1-8B: 32 layers, 8 KV heads of 128, LMCache's default 256-token chunk (16 MiB
-#: of bf16 K per chunk).
-LLAMA_8B_CHUNK = ChunkShape(layers=32, kv_heads=8, head_dim=128, tokens=256)
-#: The same layout, small enough for CI.
+#: A small chunk layout (Llama-like axes), small enough for CI.
 SMALL_CHUNK = ChunkShape(layers=2, kv_heads=2, head_dim=16, tokens=16)
 
 
