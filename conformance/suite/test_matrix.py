@@ -1,7 +1,7 @@
 """Producer x consumer: each producer encodes the canonical inputs, each consumer decodes
 each producer's blob, and both results are compared with the golden expectation.
 
-The plugin asserts how many checks ran (conformance/matrix.py, ``matrix_checks``).
+The plugin asserts how many checks ran (conformance/suite/matrix.py, ``matrix_checks``).
 """
 
 from __future__ import annotations
