@@ -19,6 +19,7 @@ from .inputs import ReportInputError, ReportInputs, load_inputs
 from .output import Output
 from .releases_section import ReleasesInputError, releases_section
 from .server_load_section import server_load_section
+from .store_section import StoreInputError, store_section
 from .summary_section import summary_section
 
 SPEC = package_path("lmckv.reference_impl", "SPEC.md")
@@ -29,10 +30,15 @@ def _progress(message: str) -> None:
     print(f"report: {message}", file=sys.stderr, flush=True)
 
 
-def build(inputs: ReportInputs, out_dir: Path, releases: Path | None = None) -> Path:
+def build(
+    inputs: ReportInputs,
+    out_dir: Path,
+    releases: Path | None = None,
+    stores: list[Path] | None = None,
+) -> Path:
     """Write index.html, its figures and tables into ``out_dir``; return the index path.
     ``releases``: the releases.json of ``nox -s upstream_versions``, for the releases
-    section."""
+    section; ``stores``: ``lmckv fsck --json`` reports, for the stores section."""
     out = Output(out_dir)
     generated = datetime.now(UTC)
     spec_href = Path(os.path.relpath(SPEC, out_dir.resolve())).as_posix()
@@ -41,6 +47,7 @@ def build(inputs: ReportInputs, out_dir: Path, releases: Path | None = None) -> 
     interop = interop_section(inputs, out)
     # Only with --releases: the page of a plain run keeps its sections.
     release_table = [releases_section(releases, out)] if releases is not None else []
+    store_table = [store_section(stores, out)] if stores else []
     _progress("throughput figures")
     throughput = throughput_section(inputs, out)
     _progress("accuracy figures")
@@ -60,7 +67,7 @@ def build(inputs: ReportInputs, out_dir: Path, releases: Path | None = None) -> 
     )
     server_load = server_load_section(inputs, out)
     sections = [summary, e2e, accuracy, throughput, *([server_load] if server_load else [])]
-    sections += [conformance, interop, *release_table]
+    sections += [conformance, interop, *release_table, *store_table]
     sections += [comparison, environment]
     index = out.path("index.html")
     index.write_text(page(TITLE, subtitle, sections), encoding="utf-8")
@@ -88,6 +95,13 @@ def main(argv: list[str]) -> int:
         type=Path,
         help="releases.json of `nox -s upstream_versions` (the LMCache releases section)",
     )
+    parser.add_argument(
+        "--store",
+        type=Path,
+        action="append",
+        default=[],
+        help="an `lmckv fsck --json` report (the stores section); may repeat",
+    )
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
@@ -99,8 +113,8 @@ def main(argv: list[str]) -> int:
         return 2
     _progress(f"loaded {len(inputs.bench)} bench and {len(inputs.conformance)} conformance file(s)")
     try:
-        index = build(inputs, args.out, args.releases)
-    except ReleasesInputError as exc:
+        index = build(inputs, args.out, args.releases, args.store)
+    except (ReleasesInputError, StoreInputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     _progress(f"wrote {index} ({len(list(args.out.iterdir()))} files in {args.out})")

@@ -614,35 +614,58 @@ _RULES: tuple[Rule, ...] = (
         "A client validates reply headers and a GET length against shape x dtype and its "
         "own limit, refusing (and closing) instead of returning a value.",
     ),
-    # -- a store on disk ----------------------------------------------------------------
+    # -- a store ------------------------------------------------------------------------
     Rule(
         "STORE-NAME",
         MUST,
-        "A blob file's name reads back to an ObjectKey whose FS filename is that same name.",
+        "An object's name reads back, under its adapter's form, to an ObjectKey whose name "
+        "is that same string.",
     ),
     Rule(
         "STORE-FOREIGN",
         MUST,
-        "A store directory holds only blob files (.data), the adapter's own files and "
-        "subdirectories.",
+        "A store holds only objects named as the adapter names them, the adapter's own "
+        "files, its unfinished writes and directories.",
     ),
-    Rule("STORE-BLOB-EMPTY", MUST, "A blob file is not empty."),
+    Rule("STORE-EMPTY", MUST, "An object is not empty."),
+    Rule(
+        "STORE-SIZE",
+        MUST,
+        "A raw, fp8 or aesgcm object holds the content bytes of its group's full chunk, or a "
+        "whole number of its tokens below that (a partial last chunk).",
+    ),
+    Rule(
+        "STORE-AESGCM-FRAME",
+        MUST,
+        "An aesgcm object is a version-1 frame: 0x01, a 12-byte IV, the ciphertext, a 16-byte tag.",
+    ),
+    Rule(
+        "STORE-AESGCM-TAG",
+        MUST,
+        "An aesgcm object's tag verifies under the key LMCache derives for its cache_salt.",
+    ),
     Rule(
         "STORE-BLOB-TRUNCATED",
         MUST,
-        "A blob file holds its whole header and every payload byte the header declares.",
+        "An LMCKV object holds its whole header and every payload byte the header declares.",
     ),
     Rule(
         "STORE-BLOB-VALID",
         MUST,
-        "A blob file is one valid blob by every reader rule, strictly (no trailing bytes).",
+        "An LMCKV object is one valid blob by every reader rule, strictly (no trailing bytes).",
     ),
     Rule(
         "STORE-NAME-BLOB",
         MUST,
-        "A blob's recorded model_id, when set, is the model_name of the key its file is "
-        "named after.",
+        "A blob's recorded model_id, when set, is the model_name of the key it is named after.",
     ),
+    Rule(
+        "STORE-TEMP",
+        SHOULD,
+        "An unfinished write (a .tmp file, a file of relative_tmp_dir) does not outlive its "
+        "writer.",
+    ),
+    Rule("STORE-READ", MUST, "Every listed object that is still there can be read."),
 )
 
 RULES: dict[str, Rule] = {rule.id: rule for rule in _RULES}

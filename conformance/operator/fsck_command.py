@@ -1,83 +1,192 @@
-"""``lmckv fsck DIR``: check a store on disk (SPEC.md "A store on disk", rules STORE-*).
+"""``lmckv fsck``: check a store LMCache writes (SPEC.md "A store", rules STORE-*), on disk, in
+Redis or in S3.
 
-Importing this module loads torch (through the reference codec), so the command line imports
-it only when ``fsck`` runs. Prints the totals per model and kv_rank and every problem with
-its rule; ``--json PATH`` writes the report (schema ``fsck``; ``-`` for standard output).
-Exit status: 0 no problem, 1 any problem, 2 usage (bad arguments, a directory that cannot be
-read). The checking lives in ``lmckv.conformance.store.fsck``; this module only parses,
-shows progress and prints.
+    lmckv fsck --l2-adapter '{"type": "fs", "base_path": "/data/l2", "serde": {"type": "fp8"}}'
+    lmckv fsck /data/l2                            # an fs store; the serde is detected
+    lmckv fsck redis://127.0.0.1:6379/0            # a resp store
+    lmckv fsck s3://bucket --endpoint http://127.0.0.1:9000
+
+Prints what the store holds (totals per model, kv_rank, object group and cache_salt) and every
+problem with its rule; ``--json PATH`` writes the report (schema ``fsck``; ``-`` for standard
+output). Exit status: 0 no problem, 1 any problem, 2 usage or a store that cannot be listed.
+The checking lives in ``lmckv.conformance.store``; this module parses, shows progress and
+prints.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
-from ..store.fsck import DEFAULT_JOBS, Verdict, check_store
+from ..store.framing import KeyFileError
+from ..store.fsck import Report, Settings, check_store, close_sources, default_jobs
+from ..store.names import shown
+from ..store.sizes import DEFAULT_CHUNK_TOKENS
+from ..store.sources import StoreUnreachable
+from ..store.spec import (
+    AES_BITS,
+    SERDES,
+    SerdeSpec,
+    StoreSpec,
+    StoreSpecError,
+    from_l2_adapter,
+    from_target,
+)
 
 EXIT_CLEAN, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
-Progress = Callable[[Iterable[Verdict], int], Iterable[Verdict]]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lmckv fsck",
-        description="Check a store directory written by an FS L2 adapter: every file name "
-        "is an ObjectKey's, every blob valid (streamed, bounded memory), totals per model "
-        "and kv_rank. Exit status: 0 clean, 1 problems, 2 usage.",
+        description="Check a store LMCache writes: every name an ObjectKey's under the "
+        "adapter's form, every object what its serde writes (sizes for raw and fp8, the "
+        "aesgcm tag with the key file, LMCKV blobs), totals per model, kv_rank, object group "
+        "and cache_salt. Exit status: 0 clean, 1 problems, 2 usage or store unreachable.",
     )
-    parser.add_argument("directory", type=Path, metavar="DIR")
     parser.add_argument(
-        "--json", metavar="PATH", help="write the report as JSON here ('-': stdout)"
-    )
-    parser.add_argument("--jobs", type=int, default=None, metavar="N", help="files checked at once")
+        "target", nargs="?", metavar="STORE",
+        help="DIR (fs), redis://HOST:PORT[/DB] (resp) or s3://BUCKET[/PREFIX] (s3)",
+    )  # fmt: skip
     parser.add_argument(
-        "--no-progress", action="store_true", help="no progress bar (default: on a terminal)"
+        "--l2-adapter", metavar="JSON", help="the adapter spec exactly as LMCache takes it"
     )
+    parser.add_argument("--endpoint", metavar="URL", help="the S3 endpoint of s3://BUCKET")
+    parser.add_argument("--serde", choices=SERDES, help="the serde of a STORE given short")
+    parser.add_argument("--key-file", type=Path, help="aesgcm: LMCache's master_key_path")
+    parser.add_argument("--aes-bits", type=int, choices=AES_BITS, default=128)
+    parser.add_argument(
+        "--object-bytes", action="append", default=[], metavar="[GROUP=]N",
+        help="content bytes of a full chunk (of object group GROUP, in hex); default: learned",
+    )  # fmt: skip
+    parser.add_argument("--chunk-tokens", type=int, default=DEFAULT_CHUNK_TOKENS, metavar="T")
+    parser.add_argument("--max-object-bytes", type=int, default=1 << 30, metavar="N")
+    parser.add_argument("--temp-age", type=float, default=600.0, metavar="S")
+    parser.add_argument("--time-limit", type=float, default=None, metavar="S")
+    parser.add_argument("--jobs", type=int, default=None, metavar="N", help="worker processes")
+    parser.add_argument("--scheduler", metavar="ADDRESS", help="a Dask scheduler's address")
+    parser.add_argument("--json", metavar="PATH", help="write the report as JSON ('-': stdout)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
 
-def _progress(show: bool) -> Progress:
-    """A progress wrapper for ``check_store``: tqdm's bar on standard error when asked and
-    installed (the ``bench`` extra), else the stream as it is."""
+class UsageError(ValueError):
+    """A command line that names no store, or names one twice."""
 
-    def plain(items: Iterable[Verdict], total: int) -> Iterable[Verdict]:
-        return items
 
+def _object_bytes(values: list[str]) -> dict[int | None, int]:
+    out: dict[int | None, int] = {}
+    for value in values:
+        group, sep, number = value.rpartition("=")
+        try:
+            size = int(number)
+            key = int(group, 16) if sep else None
+        except ValueError:
+            raise UsageError(f"--object-bytes {value!r}: expected N or GROUP=N") from None
+        if size <= 0:
+            raise UsageError(f"--object-bytes {value!r}: a size is positive")
+        out[key] = size
+    return out
+
+
+def store_spec(args: argparse.Namespace) -> StoreSpec:
+    """The store the command line names (StoreSpecError, UsageError)."""
+    if (args.l2_adapter is None) == (args.target is None):
+        raise UsageError("name the store once: STORE or --l2-adapter JSON")
+    if args.l2_adapter is not None:
+        if args.serde or args.key_file or args.endpoint:
+            raise UsageError("--serde, --key-file and --endpoint go with STORE, not the spec")
+        return from_l2_adapter(args.l2_adapter)
+    spec = from_target(args.target, args.endpoint)
+    if args.key_file is not None and args.serde not in (None, "aesgcm"):
+        raise UsageError("--key-file goes with the aesgcm serde")
+    serde = "aesgcm" if args.key_file is not None else args.serde
+    if serde is None:
+        return spec
+    return StoreSpec(spec.adapter, spec.location, SerdeSpec(serde, args.key_file, args.aes_bits))
+
+
+def settings(args: argparse.Namespace) -> Settings:
+    for name in ("chunk_tokens", "max_object_bytes", "jobs"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise UsageError(f"--time-limit must be > 0, got {args.time_limit}")
+    return Settings(
+        _object_bytes(args.object_bytes), args.chunk_tokens, args.max_object_bytes,
+        args.temp_age, args.time_limit,
+    )  # fmt: skip
+
+
+@contextlib.contextmanager
+def _executor(args: argparse.Namespace) -> Iterator[tuple[Executor | None, int]]:
+    """Where pages are checked: a Dask cluster, a pool of processes, or this process."""
+    if args.scheduler:
+        from distributed import Client
+
+        with Client(args.scheduler, timeout="30s") as client:  # type: ignore[no-untyped-call]
+            workers = sum(client.nthreads().values()) or 1
+            yield client.get_executor(), workers
+        return
+    jobs = args.jobs or default_jobs()
+    if jobs == 1:
+        yield None, 1
+        return
+    with ProcessPoolExecutor(jobs) as pool:
+        yield pool, jobs
+
+
+def _progress(show: bool) -> tuple[Callable[[int], None] | None, Callable[[], None]]:
+    """A progress bar on standard error (tqdm, the ``bench`` extra) when asked and installed."""
     if not show:
-        return plain
+        return None, lambda: None
     try:
         from tqdm import tqdm
     except ImportError:
-        return plain
-
-    def bar(items: Iterable[Verdict], total: int) -> Iterator[Verdict]:
-        yield from tqdm(items, total=total, unit="file", file=sys.stderr, leave=False)
-
-    return bar
+        return None, lambda: None
+    bar: Any = tqdm(unit="entry", file=sys.stderr, leave=False)
+    return bar.update, bar.close
 
 
-def format_report(doc: dict[str, object]) -> str:
-    """The human-readable form of the ``--json`` document."""
+def format_report(report: Report) -> str:
+    """The summary a person reads: the store, the counts, the totals, the first problems."""
+    head = report.header()
+    store, counts = head["store"], head["counts"]
+    detected = " (detected from the objects' first bytes)" if store["serde_detected"] else ""
     lines = [
-        f"{doc['directory']}: {doc['entries']} entries, {doc['blob_files']} blob files, "
-        f"{doc['valid_blobs']} valid, {doc['bytes']} bytes"
+        f"{store['adapter']} store {shown(store['location'])}, serde {store['serde']}{detected}",
+        f"{head['entries']} entries, {head['objects']} objects, {head['bytes']} bytes: "
+        f"{counts['verified']} verified, {counts['size_checked']} size checked, "
+        f"{counts['partial']} partial chunks, {counts['problem']} problems, "
+        f"{counts['gone']} gone while checked, {counts['in_flight']} writes in flight",
     ]
-    totals = doc["totals"]
-    assert isinstance(totals, list)
-    for t in totals:
+    if not head["content_verifiable"]:
         lines.append(
-            f"  {t['model_name']}  kv_rank {t['kv_rank']:#010x} (world {t['world_size']}, "
-            f"rank {t['global_rank']}, local {t['local_rank']}/{t['local_world_size']}): "
-            f"{t['blobs']} blobs ({t['k_less']} without K), {t['bytes']} bytes"
+            f"  {store['serde']} objects carry no checksum: their content cannot be verified, "
+            "only their sizes (a changed byte goes unseen)"
         )
-    problems = doc["problems"]
-    assert isinstance(problems, list)
-    lines.append(f"{len(problems)} problems" + (":" if problems else ""))
-    lines += [f"  {p['rule']}  {p['file']}: {p['message']}" for p in problems]
+    elif store["serde"] == "aesgcm" and counts["verified"] == 0 and head["objects"]:
+        lines.append("  aesgcm tags not verified: give the key file (--key-file)")
+    for t in head["totals"]:
+        salt = f" salt {shown(t['cache_salt'])}" if t["cache_salt"] else ""
+        lines.append(
+            f"  {shown(t['model_name'])} kv_rank {t['kv_rank']:#010x} group "
+            f"{t['object_group_id']:x}{salt}: {t['objects']} objects, {t['bytes']} bytes "
+            f"({t['verified']} verified, {t['size_checked']} size checked, {t['partial']} "
+            f"partial, {t['problems']} problems)"
+        )
+    if head["incomplete"]:
+        lines.append(f"incomplete: {head['incomplete']}")
+    lines.append(f"{report.problem_count} problems" + (":" if report.problem_count else ""))
+    lines += [f"  {v.rule}  {shown(v.name)}: {v.message}" for v in report.first_problems]
+    if report.problem_count > len(report.first_problems):
+        lines.append(f"  ... {report.problem_count - len(report.first_problems)} more (--json)")
     return "\n".join(lines)
 
 
@@ -86,23 +195,29 @@ def main(argv: list[str]) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:
         return EXIT_USAGE if exc.code else EXIT_CLEAN
-    if args.jobs is not None and args.jobs < 1:
-        print(f"lmckv fsck: --jobs must be >= 1, got {args.jobs}", file=sys.stderr)
-        return EXIT_USAGE
-    show = not args.no_progress and sys.stderr.isatty()
     try:
-        report = check_store(
-            args.directory, jobs=args.jobs or DEFAULT_JOBS, progress=_progress(show)
-        )
-    except OSError as exc:
-        print(f"lmckv fsck: cannot read {args.directory}: {exc.strerror or exc}", file=sys.stderr)
+        spec, chosen = store_spec(args), settings(args)
+    except (StoreSpecError, UsageError) as exc:
+        print(f"lmckv fsck: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    doc = report.document()
-    text = json.dumps(doc, indent=1, sort_keys=True) + "\n"
-    if args.json == "-":
-        sys.stdout.write(text)
-    else:
-        print(format_report(doc))
-        if args.json:
-            Path(args.json).write_text(text, encoding="utf-8")
-    return EXIT_PROBLEMS if doc["problems"] else EXIT_CLEAN
+    update, done = _progress(not args.no_progress and sys.stderr.isatty())
+    try:
+        with _executor(args) as (executor, workers):
+            report = check_store(spec, chosen, executor=executor, workers=workers, progress=update)
+    except (StoreUnreachable, KeyFileError, OSError) as exc:
+        print(f"lmckv fsck: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        done()
+        close_sources()
+    try:
+        if args.json == "-":
+            report.write_json(sys.stdout)
+        else:
+            print(format_report(report))
+            if args.json:
+                with open(args.json, "w", encoding="utf-8") as out:
+                    report.write_json(out)
+    finally:
+        report.close()
+    return EXIT_PROBLEMS if report.problem_count else EXIT_CLEAN

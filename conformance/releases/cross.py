@@ -133,13 +133,15 @@ def read_release_stores(root: Path) -> Path:
 
 
 def _store_fsck(store: Path) -> dict[str, Any]:
-    from ..store.fsck import check_store
+    from ..store.fsck import check_store, close_sources
+    from ..store.spec import FileLocation, SerdeSpec, StoreSpec
 
-    report = check_store(store, jobs=1)
-    rules: dict[str, int] = {}
-    for problem in report.problems:
-        rules[problem.rule] = rules.get(problem.rule, 0) + 1
-    return {"files": len(report.verdicts), "problems": rules}
+    report = check_store(StoreSpec("fs", FileLocation(store), SerdeSpec("lmckv")))
+    try:
+        return {"files": report.header()["entries"], "problems": dict(report.rules)}
+    finally:
+        report.close()
+        close_sources()
 
 
 def summarize(root: Path, versions: list[str]) -> dict[str, Any]:

@@ -1,228 +1,435 @@
-"""Checking a store on disk (SPEC.md "A store on disk", rules STORE-*): the directory an FS
-L2 adapter writes, one blob file per ObjectKey.
+"""Checking a store LMCache writes (SPEC.md "A store", rules STORE-*): the objects an L2
+adapter names, framed by a serde, in the layout of their group.
 
-Every entry of the directory gets one verdict: a blob file (its name reads back to an
-ObjectKey that writes the same name, STORE-NAME; its content is one valid blob, checked in
-bounded memory by :func:`~lmckv.reference_impl.kv_codec.blob_file.verify_blob_file`,
-STORE-BLOB-EMPTY, STORE-BLOB-TRUNCATED, STORE-BLOB-VALID; the model its header records is
-the one its name says, STORE-NAME-BLOB), one of the adapter's own files, or a foreign file
-(STORE-FOREIGN). The files are checked in a bounded pool of threads (file reads and the
-CRC release the GIL); a problem is a :class:`Problem` with its rule id, and the valid
-blobs add up into :class:`Total` rows per model and kv_rank.
+Every listed entry gets one verdict. An entry named like an object must be one ObjectKey's
+name under the adapter's form (STORE-NAME), hold something (STORE-EMPTY) and hold what its
+serde writes: a size the group's layout produces for raw and fp8 objects (STORE-SIZE: their
+content cannot be verified, and they are counted as "size checked", never as "verified"), an
+aesgcm frame whose tag verifies under the key LMCache derives (STORE-AESGCM-*), one valid
+LMCKV blob (STORE-BLOB-*). Other entries are the adapter's own files, unfinished writes
+(STORE-TEMP once they are old) or foreign (STORE-FOREIGN).
 
-Which blobs are valid is the reference reader's decision, made in one place
-(``parse_header_fields``): nothing here knows blob layouts, so a blob kind the reader
-accepts (K-less "V-only" blobs, ``k_payload_len = 0``) is counted as soon as it does.
+The store is live: an object that vanishes between its listing and its reading is counted as
+gone (eviction), one that cannot be read is a problem of that object (STORE-READ); neither
+stops the run. The listing is read in pages and each page is checked on its own, in this
+process, in a pool of processes or on a Dask cluster; only totals and counts stay in memory,
+and problems stream to a spool file (:class:`Report`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
-import stat
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from lmckv.base.schemas import validate
 
-from ...reference_impl.keys import (
-    KeyFormatError,
-    ObjectKey,
-    object_key_to_filename,
-    parse_object_key_filename,
-)
-from ...reference_impl.keys.fs_form import FILE_EXT
+from ...reference_impl.keys import ObjectKey
 from ...reference_impl.keys.kv_rank import split_kv_rank
 from ...reference_impl.kv_codec import CodecError
 from ...reference_impl.kv_codec.blob_file import TruncatedBlobError, verify_blob_file
+from .framing import (
+    AesGcmKeys,
+    aesgcm_frame_problem,
+    aesgcm_tag_problem,
+    detect_serde,
+    payload_size,
+)
+from .names import key_of, shown
+from .sizes import DEFAULT_CHUNK_TOKENS, Group, SizeLearner, SizeRule
+from .sources import Entry, ObjectGone, ObjectUnreadable, Source, open_source
+from .spec import SerdeSpec, StoreSpec
 
 SCHEMA = "fsck"
 KIND = "lmckv-fsck"
-#: Files the FS adapters keep beside the blobs (newer upstream's disk identity and its
-#: lock): neither blobs nor foreign.
-ADAPTER_FILES = frozenset({".lmcache_disk_uuid", ".lmcache_disk_uuid.lock"})
-#: The suffix the FS adapter writes a blob under before renaming it (an unfinished write).
-TEMP_SUFFIX = ".tmp"
-#: Threads checking files at once (each holds at most one header and one CRC piece).
-DEFAULT_JOBS = min(4, os.cpu_count() or 1)
+SCHEMA_VERSION = 2
+#: Objects whose first bytes decide the serde of a store given without one.
+DETECT_SAMPLE = 16
+#: An unfinished write older than this many seconds is left by a writer that died.
+DEFAULT_TEMP_AGE_S = 600.0
+#: Objects larger than this are only size-checked (their bytes are not read).
+DEFAULT_MAX_OBJECT_BYTES = 1 << 30
+#: Pages checked at once beyond the workers' count (bounds what waits in memory).
+PAGES_AHEAD = 2
+#: The statuses an entry can end with; ``problem`` is the only one that fails the check.
+STATUSES = (
+    "verified", "size_checked", "partial", "problem", "in_flight", "gone", "adapter",
+    "directory",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
-class Problem:
-    """One entry of the store that breaks a STORE-* rule."""
+class Plan:
+    """How every page is checked: the store, its serde, the aesgcm keys and the sizes."""
 
-    file: str
-    rule: str
-    message: str
-    size: int | None = None
+    spec: StoreSpec
+    serde: str
+    keys: AesGcmKeys | None = None
+    sizes: dict[Group, SizeRule] = field(default_factory=dict)
+    #: The ``--object-bytes`` rule of groups the operator did not name (None: learned).
+    default_size: SizeRule | None = None
+    max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES
+    temp_age_s: float = DEFAULT_TEMP_AGE_S
+    now: float = 0.0
+
+    def size_rule(self, group: Group) -> SizeRule | None:
+        return self.sizes.get(group, self.default_size)
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """What one entry of the directory is: a valid blob (``key`` and ``blob`` set), an
-    adapter file, a subdirectory (not entered), or a problem."""
+    """What one entry is; ``rule`` and ``message`` are set for a problem."""
 
     name: str
-    size: int | None = None
-    key: ObjectKey | None = None
-    k_less: bool = False
-    problem: Problem | None = None
-    kind: str = "blob"
+    size: int
+    status: str
+    key: tuple[str, int, int, str] | None = None
+    rule: str = ""
+    message: str = ""
+
+    def problem(self, rule: str, message: str) -> Verdict:
+        return Verdict(self.name, self.size, "problem", self.key, rule, message)
+
+
+def _key_tuple(key: ObjectKey) -> tuple[str, int, int, str]:
+    return (key.model_name, key.kv_rank, key.object_group_id, key.cache_salt or "")
+
+
+def _content(plan: Plan, source: Source, entry: Entry, base: Verdict) -> Verdict:
+    """The verdict on an object's bytes under the plan's serde."""
+    assert base.key is not None
+    model, _, group, salt = base.key
+    if plan.serde == "lmckv":
+        return _lmckv(source, entry, base, model)
+    if plan.serde == "aesgcm":
+        with source.open(entry, 1) as f:
+            problem = aesgcm_frame_problem(f.read(1), entry.size)
+        if problem:
+            return base.problem("STORE-AESGCM-FRAME", problem)
+    payload = payload_size(plan.serde, entry.size)
+    rule = plan.size_rule((model, group))
+    if rule is not None and (why := rule.problem(payload)):
+        return base.problem("STORE-SIZE", why)
+    partial = rule is not None and rule.is_partial(payload)
+    status = "partial" if partial else "size_checked"
+    if plan.serde == "aesgcm" and plan.keys is not None and entry.size <= plan.max_object_bytes:
+        with source.open(entry, plan.max_object_bytes) as f:
+            frame = f.read(plan.max_object_bytes + 1)
+        if len(frame) != entry.size:
+            return base.problem("STORE-READ", f"read {len(frame)} of {entry.size} bytes")
+        if why := aesgcm_tag_problem(frame, plan.keys.key(salt)):
+            return base.problem("STORE-AESGCM-TAG", why)
+        status = "verified"
+    return Verdict(base.name, base.size, status, base.key)
+
+
+def _lmckv(source: Source, entry: Entry, base: Verdict, model: str) -> Verdict:
+    try:
+        with source.open(entry, entry.size) as f:
+            enc = verify_blob_file(f, entry.size)
+    except TruncatedBlobError as exc:
+        return base.problem("STORE-BLOB-TRUNCATED", f"{exc.rule}: {exc}")
+    except CodecError as exc:
+        return base.problem("STORE-BLOB-VALID", f"{exc.rule or type(exc).__name__}: {exc}")
+    recorded = enc.hashes.model_id
+    if recorded and recorded != model:
+        why = f"the blob records model_id {shown(recorded)}, the name says {shown(model)}"
+        return base.problem("STORE-NAME-BLOB", why)
+    return Verdict(base.name, base.size, "verified", base.key)
+
+
+def judge(plan: Plan, source: Source, entry: Entry) -> Verdict:
+    """The verdict on one listed entry (never raises for what the store holds)."""
+    base = Verdict(entry.name, entry.size, entry.kind)
+    if entry.kind in ("adapter", "directory"):
+        return base
+    if entry.kind == "foreign":
+        return base.problem("STORE-FOREIGN", entry.why)
+    if entry.kind == "temp":
+        age = plan.now - (entry.mtime or plan.now)
+        if age < plan.temp_age_s:
+            return Verdict(entry.name, entry.size, "in_flight")
+        return base.problem("STORE-TEMP", f"an unfinished write {age:.0f} s old: its writer died")
+    prefix = getattr(plan.spec.location, "key_prefix", "")
+    key, why = key_of(plan.spec.adapter, entry.name, prefix)
+    if key is None:
+        if plan.spec.adapter not in ("fs", "fs_native") and entry.name.count("@") < 3:
+            return base.problem("STORE-FOREIGN", "not named like an object of the adapter")
+        return base.problem("STORE-NAME", why)
+    base = Verdict(entry.name, entry.size, "object", _key_tuple(key))
+    if entry.size == 0:
+        return base.problem("STORE-EMPTY", "empty")
+    try:
+        return _content(plan, source, entry, base)
+    except ObjectGone:
+        return Verdict(entry.name, entry.size, "gone", base.key)
+    except (ObjectUnreadable, OSError) as exc:
+        return base.problem("STORE-READ", f"cannot be read: {exc}")
+
+
+#: The sources of the pages checked in this process, one per store.
+_SOURCES: dict[StoreSpec, Source] = {}
+
+
+def _source(spec: StoreSpec) -> Source:
+    found = _SOURCES.get(spec)
+    if found is None:
+        found = _SOURCES[spec] = open_source(spec)
+    return found
+
+
+def check_page(plan: Plan, page: list[Entry]) -> list[Verdict]:
+    """Every verdict of one page; the unit of work of a pool or a cluster (the worker opens
+    the store itself, once)."""
+    source = _source(plan.spec)
+    return [judge(plan, source, entry) for entry in page]
 
 
 @dataclass
 class Total:
-    """The valid blobs of one model and kv_rank."""
+    """The objects of one model, kv_rank, object group and cache_salt, whatever they hold."""
 
-    model_name: str
-    kv_rank: int
-    blobs: int = 0
-    k_less: int = 0
+    objects: int = 0
     bytes: int = 0
+    verified: int = 0
+    size_checked: int = 0
+    partial: int = 0
+    problems: int = 0
+    gone: int = 0
 
 
 @dataclass
-class StoreReport:
-    """Everything ``lmckv fsck`` says about one directory."""
+class Report:
+    """What a check found: counts and totals in memory, problems in a spool file."""
 
-    directory: Path
-    verdicts: list[Verdict] = field(default_factory=list)
+    spec: StoreSpec
+    serde: str
+    serde_detected: bool
+    counts: Counter[str] = field(default_factory=Counter)
+    rules: Counter[str] = field(default_factory=Counter)
+    totals: dict[tuple[str, int, int, str], Total] = field(default_factory=dict)
+    bytes: int = 0
+    incomplete: str | None = None
+    spool: IO[str] = field(default_factory=lambda: _spool())
+    #: The first problems, for a summary on a terminal.
+    first_problems: list[Verdict] = field(default_factory=list)
+    shown_problems: int = 100
+
+    def add(self, verdict: Verdict) -> None:
+        self.counts[verdict.status] += 1
+        self.bytes += verdict.size
+        if verdict.key is not None:
+            total = self.totals.setdefault(verdict.key, Total())
+            total.objects += 1
+            total.bytes += verdict.size
+            if verdict.status in ("verified", "size_checked", "partial", "gone"):
+                setattr(total, verdict.status, getattr(total, verdict.status) + 1)
+            total.problems += verdict.status == "problem"
+        if verdict.status == "problem":
+            self.rules[verdict.rule] += 1
+            record = {"name": verdict.name, "rule": verdict.rule, "message": verdict.message}
+            self.spool.write(json.dumps({**record, "size": verdict.size}) + "\n")
+            if len(self.first_problems) < self.shown_problems:
+                self.first_problems.append(verdict)
 
     @property
-    def problems(self) -> list[Problem]:
-        return [v.problem for v in self.verdicts if v.problem is not None]
+    def problem_count(self) -> int:
+        return self.counts["problem"]
 
-    def totals(self) -> list[Total]:
-        rows: dict[tuple[str, int], Total] = {}
-        for v in self.verdicts:
-            if v.key is None or v.problem is not None:
-                continue
-            row = rows.setdefault(
-                (v.key.model_name, v.key.kv_rank), Total(v.key.model_name, v.key.kv_rank)
-            )
-            row.blobs += 1
-            row.k_less += v.k_less
-            row.bytes += v.size or 0
-        return [rows[k] for k in sorted(rows)]
+    def problems(self) -> Iterator[dict[str, Any]]:
+        """Every problem, in the order found, read back from the spool."""
+        self.spool.flush()
+        self.spool.seek(0)
+        for line in self.spool:
+            yield json.loads(line)
 
-    def document(self) -> dict[str, Any]:
-        """The ``--json`` document (schema ``fsck``), validated."""
-        blobs = [v for v in self.verdicts if v.kind == "blob"]
-        doc = {
+    def header(self) -> dict[str, Any]:
+        """The document without its problems (schema ``fsck``, validated with them)."""
+        checked = self.counts["verified"] + self.counts["size_checked"] + self.counts["partial"]
+        return {
             "kind": KIND,
-            "schema_version": 1,
-            "directory": str(self.directory),
-            "entries": len(self.verdicts),
-            "blob_files": len(blobs),
-            "valid_blobs": sum(1 for v in blobs if v.problem is None),
-            "bytes": sum(v.size or 0 for v in self.verdicts if v.kind != "directory"),
-            "adapter_files": sorted(v.name for v in self.verdicts if v.kind == "adapter"),
-            "directories": sorted(v.name for v in self.verdicts if v.kind == "directory"),
-            "totals": [_total_record(t) for t in self.totals()],
-            "problems": [
-                {"file": p.file, "rule": p.rule, "message": p.message, "size": p.size}
-                for p in sorted(self.problems, key=lambda p: p.file)
-            ],
+            "schema_version": SCHEMA_VERSION,
+            "store": {
+                "adapter": self.spec.adapter,
+                "location": self.spec.describe(),
+                "serde": self.serde,
+                "serde_detected": self.serde_detected,
+            },
+            "entries": sum(self.counts.values()),
+            "objects": sum(t.objects for t in self.totals.values()),
+            "checked": checked,
+            "counts": {status: self.counts[status] for status in STATUSES},
+            "content_verifiable": self.serde in ("lmckv", "aesgcm"),
+            "bytes": self.bytes,
+            "problems_by_rule": dict(sorted(self.rules.items())),
+            "totals": [_total_record(k, t) for k, t in sorted(self.totals.items())],
+            "incomplete": self.incomplete,
         }
-        validate(doc, SCHEMA)
-        return doc
+
+    def write_json(self, out: IO[str]) -> None:
+        """The whole document, its problems streamed from the spool; each part is held to the
+        schema on the way."""
+        head = self.header()
+        validate({**head, "problems": []}, SCHEMA)
+        text = json.dumps(head, indent=1, sort_keys=True)
+        out.write(text[:-2] + ',\n "problems": [')
+        for i, problem in enumerate(self.problems()):
+            if i == 0:  # every record is made by ``add``: one of them stands for all
+                validate({**head, "problems": [problem]}, SCHEMA)
+            out.write(("," if i else "") + "\n  " + json.dumps(problem, sort_keys=True))
+        out.write("\n ]\n}\n")
+
+    def close(self) -> None:
+        self.spool.close()
 
 
-def _total_record(total: Total) -> dict[str, Any]:
-    world, rank, local_world, local_rank = split_kv_rank(total.kv_rank)
+def _spool() -> IO[str]:
+    """A file the problems stream to (deleted when closed)."""
+    return tempfile.TemporaryFile("w+", encoding="utf-8")
+
+
+def _total_record(key: tuple[str, int, int, str], total: Total) -> dict[str, Any]:
+    model, kv_rank, group, salt = key
+    world, rank, local_world, local_rank = split_kv_rank(kv_rank)
     return {
-        "model_name": total.model_name,
-        "kv_rank": total.kv_rank,
+        "model_name": model,
+        "kv_rank": kv_rank,
         "world_size": world,
         "global_rank": rank,
         "local_world_size": local_world,
         "local_rank": local_rank,
-        "blobs": total.blobs,
-        "k_less": total.k_less,
-        "bytes": total.bytes,
+        "object_group_id": group,
+        "cache_salt": salt,
+        **{name: getattr(total, name) for name in Total.__dataclass_fields__},
     }
 
 
-def _key_of(name: str) -> tuple[ObjectKey | None, str]:
-    """STORE-NAME: the key ``name`` reads back to and writes back as ``name``, else
-    (None, why)."""
-    try:
-        key = parse_object_key_filename(name)
-    except KeyFormatError as exc:
-        return None, f"not the filename of an ObjectKey: {exc}"
-    try:
-        again = object_key_to_filename(key)
-    except KeyFormatError as exc:
-        return None, f"reads back to a key that has no filename: {exc}"
-    if again != name:
-        return None, f"reads back to a key whose filename is {again!r}"
-    return key, ""
+@dataclass(frozen=True)
+class Settings:
+    """The operator's options of one check."""
+
+    object_bytes: dict[int | None, int] = field(default_factory=dict)
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS
+    max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES
+    temp_age_s: float = DEFAULT_TEMP_AGE_S
+    time_limit_s: float | None = None
 
 
-def judge_blob_file(path: Path, name: str, size: int) -> Verdict:
-    """The verdict on the blob file ``path`` (named ``name``, ``size`` bytes)."""
-    key, why = _key_of(name)
-    if key is None:
-        return Verdict(name, size, problem=Problem(name, "STORE-NAME", why, size))
-    if size == 0:
-        return Verdict(name, size, key, problem=Problem(name, "STORE-BLOB-EMPTY", "empty", 0))
-    try:
-        with path.open("rb") as f:
-            enc = verify_blob_file(f, size)
-    except TruncatedBlobError as exc:
-        message = f"{exc.rule}: {exc}"
-        return Verdict(
-            name, size, key, problem=Problem(name, "STORE-BLOB-TRUNCATED", message, size)
-        )
-    except CodecError as exc:
-        message = f"{exc.rule or type(exc).__name__}: {exc}"
-        return Verdict(name, size, key, problem=Problem(name, "STORE-BLOB-VALID", message, size))
-    recorded = enc.hashes.model_id
-    if recorded and recorded != key.model_name:
-        message = f"the blob records model_id {recorded!r}, the name says {key.model_name!r}"
-        return Verdict(name, size, key, problem=Problem(name, "STORE-NAME-BLOB", message, size))
-    return Verdict(name, size, key, k_less=enc.k_payload_len == 0 and enc.v_payload_len > 0)
+def _detect(source: Source) -> str:
+    heads: list[tuple[bytes, int]] = []
+    for page in source.pages():
+        for entry in page:
+            if entry.kind != "object" or entry.size == 0:
+                continue
+            with (
+                contextlib.suppress(ObjectGone, ObjectUnreadable, OSError),
+                source.open(entry, 8) as f,
+            ):
+                heads.append((f.read(8), entry.size))
+            if len(heads) >= DETECT_SAMPLE:
+                return detect_serde(heads)
+    return detect_serde(heads)
 
 
-def check_entry(directory: Path, name: str) -> Verdict:
-    """The verdict on one entry of the store directory (never raises for its content;
-    OSError when it cannot be read)."""
-    path = directory / name
-    info = path.lstat()
-    if stat.S_ISDIR(info.st_mode):
-        return Verdict(name, kind="directory")
-    if name in ADAPTER_FILES:
-        return Verdict(name, info.st_size, kind="adapter")
-    if not stat.S_ISREG(info.st_mode):
-        why = "not a regular file (a link, socket or device)"
-        return Verdict(name, problem=Problem(name, "STORE-FOREIGN", why), kind="foreign")
-    if not name.endswith(FILE_EXT):
-        why = (
-            "left by an unfinished write of the FS adapter"
-            if name.endswith(TEMP_SUFFIX)
-            else f"no {FILE_EXT} suffix: not a blob file of the FS adapter"
-        )
-        return Verdict(
-            name, info.st_size, problem=Problem(name, "STORE-FOREIGN", why, info.st_size),
-            kind="foreign",
-        )  # fmt: skip
-    return judge_blob_file(path, name, info.st_size)
+def _learn_sizes(spec: StoreSpec, source: Source, serde: str) -> SizeLearner:
+    """The first pass: every object's payload size, per group."""
+    learner = SizeLearner()
+    prefix = getattr(spec.location, "key_prefix", "")
+    for page in source.pages():
+        for entry in page:
+            if entry.kind != "object" or entry.size == 0:
+                continue
+            key, _ = key_of(spec.adapter, entry.name, prefix)
+            if key is not None:
+                learner.add((key.model_name, key.object_group_id), payload_size(serde, entry.size))
+    return learner
+
+
+def _plan(spec: StoreSpec, source: Source, settings: Settings) -> tuple[Plan, bool]:
+    detected = spec.serde is None
+    serde_spec = spec.serde or SerdeSpec(_detect(source))
+    serde = serde_spec.type
+    keys = None
+    if serde == "aesgcm" and serde_spec.master_key_path is not None:
+        keys = AesGcmKeys.from_file(serde_spec.master_key_path, serde_spec.aes_bits)
+    sizes: dict[Group, SizeRule] = {}
+    default = None
+    if serde != "lmckv":
+        given = settings.object_bytes
+        if None in given:
+            default = SizeRule(given[None], settings.chunk_tokens, learned=False)
+        else:
+            sizes = _learn_sizes(spec, source, serde).rules(settings.chunk_tokens)
+        for (model, group), _ in list(sizes.items()):
+            if group in given:
+                sizes[(model, group)] = SizeRule(given[group], settings.chunk_tokens, False)
+    plan = Plan(
+        spec, serde, keys, sizes, default, settings.max_object_bytes, settings.temp_age_s,
+        time.time(),
+    )  # fmt: skip
+    return plan, detected
 
 
 def check_store(
-    directory: Path,
+    spec: StoreSpec,
+    settings: Settings | None = None,
     *,
-    jobs: int = DEFAULT_JOBS,
-    progress: Callable[[Iterable[Verdict], int], Iterable[Verdict]] | None = None,
-) -> StoreReport:
-    """Check every entry of ``directory`` with ``jobs`` threads; ``progress`` wraps the
-    stream of verdicts (given it and the entry count), e.g. in a progress bar. OSError
-    when the directory or an entry cannot be read."""
-    names = sorted(os.listdir(directory))
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        verdicts: Iterable[Verdict] = pool.map(lambda n: check_entry(directory, n), names)
+    executor: Executor | None = None,
+    workers: int = 1,
+    progress: Callable[[int], None] | None = None,
+) -> Report:
+    """Check every entry of the store; ``executor`` checks pages in other processes (a pool,
+    or a Dask cluster's executor) with ``workers`` pages at once, else this process does.
+    ``progress`` is told the entries checked after each page. StoreUnreachable when the
+    store cannot be listed; KeyFileError when the aesgcm key file cannot be used."""
+    settings = settings or Settings()
+    source = _source(spec)
+    plan, detected = _plan(spec, source, settings)
+    report = Report(spec, plan.serde, detected)
+    deadline = None if settings.time_limit_s is None else time.monotonic() + settings.time_limit_s
+    for verdicts in _checked_pages(plan, source.pages(), executor, workers):
+        for verdict in verdicts:
+            report.add(verdict)
         if progress is not None:
-            verdicts = progress(verdicts, len(names))
-        return StoreReport(directory, list(verdicts))
+            progress(len(verdicts))
+        if deadline is not None and time.monotonic() > deadline:
+            report.incomplete = f"stopped by the time limit of {settings.time_limit_s} s"
+            break
+    return report
+
+
+def _checked_pages(
+    plan: Plan, pages: Iterable[list[Entry]], executor: Executor | None, workers: int
+) -> Iterator[list[Verdict]]:
+    """The verdicts of each page, in order; at most ``workers + PAGES_AHEAD`` pages are
+    submitted and not yet collected."""
+    if executor is None:
+        for page in pages:
+            yield check_page(plan, page)
+        return
+    pending: list[Any] = []
+    for page in pages:
+        pending.append(executor.submit(check_page, plan, page))
+        if len(pending) >= workers + PAGES_AHEAD:
+            yield pending.pop(0).result()
+    for future in pending:
+        yield future.result()
+
+
+def close_sources() -> None:
+    """Close the readers this process opened."""
+    for source in _SOURCES.values():
+        with contextlib.suppress(OSError):
+            source.close()
+    _SOURCES.clear()
+
+
+def default_jobs() -> int:
+    return min(4, os.cpu_count() or 1)

@@ -1,5 +1,5 @@
 """Writing a store on disk as LMCache does: blobs of realistic chunk shapes, in both serde
-modes, one file per ObjectKey (SPEC.md "A store on disk").
+modes, one file per ObjectKey (SPEC.md "A store").
 
 Three writers, best first (:func:`writer`):
 

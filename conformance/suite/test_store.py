@@ -1,4 +1,4 @@
-"""A store written by the implementation (SPEC.md "A store on disk"): its blobs of the
+"""A store written by the implementation (SPEC.md "A store"): its blobs of the
 canonical matrix inputs it encodes (``codec.encode``; a case it refuses is the matrix tests'
 business, not this store's) under the FS filenames of their keys
 (``key.fs.write``), two ranks of one model, checked by the reference's store checker once
@@ -15,7 +15,8 @@ import pytest
 
 from ..core.rules import RULES
 from ..drivers.base import Driver
-from ..store.fsck import Problem, check_store
+from ..store.fsck import Settings, check_store, close_sources
+from ..store.spec import FileLocation, SerdeSpec, StoreSpec
 from .codec_cases import encode_cached
 from .matrix import matrix_cases
 from .verdicts import expect_ok, require
@@ -24,10 +25,10 @@ STORE_RULES = sorted(r for r in RULES if r.startswith("STORE-"))
 MODEL = "org/store-model"
 #: kv_rank of rank 0 and rank 1 of a 2-way tensor-parallel group on one node.
 KV_RANKS = (0x02000200, 0x02010201)
-_PROBLEMS: dict[str, list[Problem]] = {}
+_PROBLEMS: dict[str, list[dict[str, object]]] = {}
 
 
-def _store_problems(impl: Driver) -> list[Problem]:
+def _store_problems(impl: Driver) -> list[dict[str, object]]:
     """The problems the checker finds in the store ``impl`` writes (written and checked
     once per implementation and process)."""
     if impl.name in _PROBLEMS:
@@ -45,7 +46,13 @@ def _store_problems(impl: Driver) -> list[Problem]:
                 continue
             name = expect_ok(impl.call("key.fs.write", **key), f"key.fs.write {key}")["filename"]
             (directory / name).write_bytes(encoded["blob"])
-        _PROBLEMS[impl.name] = check_store(directory, jobs=1).problems
+        spec = StoreSpec("fs", FileLocation(directory), SerdeSpec("lmckv"))
+        report = check_store(spec, Settings())
+        try:
+            _PROBLEMS[impl.name] = list(report.problems())
+        finally:
+            report.close()
+            close_sources()
     return _PROBLEMS[impl.name]
 
 
@@ -55,10 +62,10 @@ def _store_problems(impl: Driver) -> list[Problem]:
 def test_store_written_by_impl(impl: Driver, rule: str) -> None:
     """No file of the implementation's store breaks ``rule``."""
     require(impl, "key.fs.write", "codec.encode")
-    broken = [p for p in _store_problems(impl) if p.rule == rule]
+    broken = [p for p in _store_problems(impl) if p["rule"] == rule]
     if broken:
         pytest.fail(
             f"{len(broken)} files of the store {impl.name} writes break {rule}: "
-            + "; ".join(f"{p.file}: {p.message}" for p in broken[:3]),
+            + "; ".join(f"{p['name']}: {p['message']}" for p in broken[:3]),
             pytrace=False,
         )

@@ -1,0 +1,111 @@
+"""What each serde's object holds, and what of it can be checked without LMCache (SPEC.md
+"A store": STORE-SIZE, STORE-AESGCM-FRAME, STORE-AESGCM-TAG, the STORE-BLOB-* rules).
+
+- ``none``: the memory object's bytes, no header, no checksum; ``fp8``: each element cast to
+  e4m3 (one byte each), no header, no scale. Only the size can be checked: against the
+  object's layout, given or learned from the store (:mod:`.sizes`).
+- ``aesgcm``: ``0x01`` (the frame version), a 12-byte IV, the AES-GCM ciphertext (as long as
+  the plaintext) and a 16-byte tag: plaintext + 29 bytes. The key of an object is derived as
+  LMCache derives it: HKDF-SHA256 over every byte of the ``master_key_path`` file, no salt,
+  info ``lmcache-l2-aesgcm-v1`` followed by the object's cache_salt in UTF-8, ``aes_bits / 8``
+  bytes. With the key file, every tag is verified (a flipped bit is a failed tag); the frame
+  binds no key name, so an object moved under another name of the same salt still verifies.
+- ``lmckv``: one LMCKV blob (SPEC.md "Encoded KV blob"), checked by the reference reader in
+  bounded memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+AESGCM_VERSION = 0x01
+AESGCM_IV_BYTES = 12
+AESGCM_TAG_BYTES = 16
+#: The bytes an aesgcm frame adds to its plaintext.
+AESGCM_OVERHEAD = 1 + AESGCM_IV_BYTES + AESGCM_TAG_BYTES
+#: HKDF's info is this, then the cache_salt (LMCache ``serde/key_provider.py``).
+AESGCM_INFO_PREFIX = b"lmcache-l2-aesgcm-v1"
+#: An LMCKV blob starts with these bytes (KV-MAGIC).
+LMCKV_MAGIC = b"LMCKV"
+#: The longest key file read (a master key is a few dozen bytes).
+MAX_KEY_FILE_BYTES = 1 << 16
+
+
+class KeyFileError(ValueError):
+    """The aesgcm master key file cannot be used (the message is one line)."""
+
+
+def payload_size(serde: str, stored: int) -> int:
+    """The bytes of an object's content that its layout sizes: the plaintext of an aesgcm
+    frame, the stored bytes otherwise (raw bytes, or one e4m3 byte per element)."""
+    return stored - AESGCM_OVERHEAD if serde == "aesgcm" else stored
+
+
+@dataclass
+class AesGcmKeys:
+    """The keys of one store, one per cache_salt, derived once each from the master key."""
+
+    master: bytes
+    bits: int = 128
+    _keys: dict[str, bytes] = field(default_factory=dict)
+
+    @classmethod
+    def from_file(cls, path: Path, bits: int) -> AesGcmKeys:
+        """The master key is the file's bytes, all of them (a trailing newline included), as
+        LMCache reads it."""
+        try:
+            with path.open("rb") as f:
+                master = f.read(MAX_KEY_FILE_BYTES + 1)
+        except OSError as exc:
+            raise KeyFileError(f"cannot read the key file {path}: {exc.strerror}") from None
+        if not master or len(master) > MAX_KEY_FILE_BYTES:
+            raise KeyFileError(f"the key file {path} is empty or longer than 64 KiB")
+        return cls(master, bits)
+
+    def key(self, cache_salt: str) -> bytes:
+        found = self._keys.get(cache_salt)
+        if found is None:
+            from cryptography.hazmat.primitives import hashes
+            from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+            info = AESGCM_INFO_PREFIX + cache_salt.encode("utf-8")
+            kdf = HKDF(algorithm=hashes.SHA256(), length=self.bits // 8, salt=None, info=info)
+            found = self._keys[cache_salt] = kdf.derive(self.master)
+        return found
+
+
+def aesgcm_frame_problem(head: bytes, size: int) -> str | None:
+    """STORE-AESGCM-FRAME: why an object is no aesgcm frame, from its first byte and size."""
+    if size < AESGCM_OVERHEAD:
+        return f"{size} bytes: shorter than an aesgcm frame's {AESGCM_OVERHEAD}"
+    if head[:1] != bytes([AESGCM_VERSION]):
+        return f"frame version {head[:1].hex() or 'none'}, expected 01"
+    return None
+
+
+def aesgcm_tag_problem(frame: bytes, key: bytes) -> str | None:
+    """STORE-AESGCM-TAG: None when the frame's tag verifies under ``key``."""
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    iv = frame[1 : 1 + AESGCM_IV_BYTES]
+    try:
+        AESGCM(key).decrypt(iv, frame[1 + AESGCM_IV_BYTES :], None)
+    except InvalidTag:
+        return "the AES-GCM tag does not verify: the object is not what was written"
+    return None
+
+
+def detect_serde(heads: list[tuple[bytes, int]]) -> str:
+    """The serde a sample of objects (their first bytes and sizes) was written with: ``lmckv``
+    when every one starts with the LMCKV magic, ``aesgcm`` when every one is a version-1
+    frame, else ``none`` (raw and fp8 objects look alike: only their sizes are checked)."""
+    sample = [(h, s) for h, s in heads if s > 0]
+    if not sample:
+        return "none"
+    if all(h.startswith(LMCKV_MAGIC) for h, _ in sample):
+        return "lmckv"
+    if all(aesgcm_frame_problem(h, s) is None for h, s in sample):
+        return "aesgcm"
+    return "none"

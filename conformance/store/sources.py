@@ -1,0 +1,306 @@
+"""Reading a store with independent, well-kept clients, never through LMCache's adapter code
+(which is what a check checks): the file system's own calls, redis-py, boto3.
+
+A store is listed in pages (a directory read in pieces, Redis ``SCAN`` cursors, S3
+``ListObjectsV2`` continuation tokens), so that memory does not grow with the number of
+objects and a page is a unit of work for a pool of processes or a Dask cluster. An object that
+vanishes between its listing and its reading (LMCache evicts while a check runs) raises
+:class:`ObjectGone`; one that cannot be read, :class:`ObjectUnreadable`.
+"""
+
+from __future__ import annotations
+
+import io
+import ipaddress
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Protocol
+
+from .names import ADAPTER_FILES, TEMP_SUFFIX, is_object_file
+from .spec import FileLocation, RedisLocation, S3Location, StoreSpec
+
+#: Entries per page of a listing.
+PAGE_SIZE = 1000
+#: Seconds a server may take to answer one request.
+REQUEST_TIMEOUT = 30.0
+
+
+class StoreUnreachable(OSError):
+    """The store cannot be listed at all (the message is one line)."""
+
+
+class ObjectGone(LookupError):
+    """The object was listed and is gone now."""
+
+
+class ObjectUnreadable(OSError):
+    """The object is there and cannot be read."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One listed entry: its name (relative to the store), its size in bytes, and what the
+    listing alone says it is: ``object`` (named like one), ``temp`` (an unfinished write),
+    ``adapter`` (the adapter's own file), ``directory``, or ``foreign``."""
+
+    name: str
+    size: int
+    kind: str = "object"
+    #: Seconds since the epoch of its last change, where the store says (files).
+    mtime: float | None = None
+    why: str = ""
+
+
+class Source(Protocol):
+    """A store's listing and its objects' bytes."""
+
+    def pages(self) -> Iterator[list[Entry]]: ...
+
+    def open(self, entry: Entry, limit: int) -> BinaryIO:
+        """The object's bytes as a stream; the object is at most ``limit`` bytes (the caller
+        has checked ``entry.size``)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class FileSource:
+    """An fs or fs_native store: the files of ``base_path`` (and of its ``relative_tmp_dir``,
+    whose files are unfinished writes)."""
+
+    def __init__(self, location: FileLocation) -> None:
+        self.location = location
+        try:
+            if not stat.S_ISDIR(os.stat(location.base_path).st_mode):
+                raise StoreUnreachable(f"{location.base_path} is not a directory")
+        except OSError as exc:
+            if isinstance(exc, StoreUnreachable):
+                raise
+            raise StoreUnreachable(f"cannot read {location.base_path}: {exc.strerror}") from None
+
+    def _entry(self, item: os.DirEntry[str], prefix: str = "") -> Entry:
+        name = prefix + item.name
+        info = item.stat(follow_symlinks=False)
+        if stat.S_ISDIR(info.st_mode):
+            return Entry(name, 0, "directory", info.st_mtime)
+        if not stat.S_ISREG(info.st_mode):
+            why = "not a regular file (a link, socket, device or pipe)"
+            return Entry(name, info.st_size, "foreign", info.st_mtime, why)
+        if prefix or item.name.endswith(TEMP_SUFFIX):
+            return Entry(name, info.st_size, "temp", info.st_mtime)
+        if item.name in ADAPTER_FILES:
+            return Entry(name, info.st_size, "adapter", info.st_mtime)
+        if not is_object_file(item.name):
+            why = "no .data suffix: not an object file of the FS adapters"
+            return Entry(name, info.st_size, "foreign", info.st_mtime, why)
+        return Entry(name, info.st_size, "object", info.st_mtime)
+
+    def _scan(self, folder: str, prefix: str) -> Iterator[Entry]:
+        try:
+            with os.scandir(folder) as items:
+                for item in items:
+                    try:
+                        yield self._entry(item, prefix)
+                    except FileNotFoundError:
+                        continue  # gone between the directory read and its stat
+        except OSError as exc:
+            raise StoreUnreachable(f"cannot list {folder}: {exc.strerror}") from None
+
+    def _entries(self) -> Iterator[Entry]:
+        base = str(self.location.base_path)
+        tmp = self.location.tmp_dir
+        for entry in self._scan(base, ""):
+            if tmp and entry.kind == "directory" and entry.name == tmp.strip("/"):
+                yield from self._scan(os.path.join(base, entry.name), entry.name + "/")
+            else:
+                yield entry
+
+    def pages(self) -> Iterator[list[Entry]]:
+        yield from _paged(self._entries())
+
+    def open(self, entry: Entry, limit: int) -> BinaryIO:
+        """Opened without following a link and without blocking (a pipe put in the file's
+        place after the listing cannot hang the check), then held to a regular file."""
+        path = os.path.join(self.location.base_path, entry.name)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise ObjectGone(entry.name) from None
+        except OSError as exc:
+            raise ObjectUnreadable(exc.errno, exc.strerror) from None
+        f = os.fdopen(fd, "rb")
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            f.close()
+            raise ObjectUnreadable(0, "not a regular file any more")
+        return f
+
+    def close(self) -> None:
+        pass
+
+
+class RedisSource:
+    """A resp or valkey store: the string keys of one database (under ``key_prefix@`` when
+    the adapter writes a prefix), read with redis-py."""
+
+    def __init__(self, location: RedisLocation) -> None:
+        import redis
+
+        self.location = location
+        self.client = redis.Redis(
+            host=location.host, port=location.port, db=location.db,
+            username=location.username, password=location.password,
+            socket_timeout=REQUEST_TIMEOUT, socket_connect_timeout=REQUEST_TIMEOUT,
+        )  # fmt: skip
+        try:
+            self.client.ping()
+        except redis.RedisError as exc:
+            raise StoreUnreachable(f"{location.host}:{location.port}: {exc}") from None
+
+    def pages(self) -> Iterator[list[Entry]]:
+        import redis
+
+        match = f"{self.location.key_prefix}@*" if self.location.key_prefix else None
+        cursor = 0
+        try:
+            while True:
+                cursor, found = self.client.scan(cursor, match=match, count=PAGE_SIZE)
+                keys = [k if isinstance(k, bytes) else k.encode() for k in found]
+                if keys:
+                    yield self._sized(keys)
+                if cursor == 0:
+                    return
+        except redis.RedisError as exc:
+            raise StoreUnreachable(f"listing the keys failed: {exc}") from None
+
+    def _sized(self, keys: list[bytes]) -> list[Entry]:
+        pipe = self.client.pipeline(transaction=False)
+        for key in keys:
+            pipe.strlen(key)
+        sizes = pipe.execute(raise_on_error=False)
+        page = []
+        for key, size in zip(keys, sizes, strict=True):
+            name = key.decode("utf-8", "surrogateescape")
+            if isinstance(size, Exception):
+                page.append(Entry(name, 0, "foreign", why="not a string value"))
+            else:
+                page.append(Entry(name, int(size)))
+        return page
+
+    def open(self, entry: Entry, limit: int) -> BinaryIO:
+        import redis
+
+        key = entry.name.encode("utf-8", "surrogateescape")
+        try:
+            data = self.client.get(key)
+        except redis.ResponseError as exc:
+            raise ObjectUnreadable(0, str(exc)) from None
+        if data is None:
+            raise ObjectGone(entry.name)
+        assert isinstance(data, bytes)
+        return io.BytesIO(data[: limit + 1])
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class S3Source:
+    """An s3 store: the objects of one bucket (under ``prefix/``), read with boto3."""
+
+    def __init__(self, location: S3Location) -> None:
+        import boto3
+        import botocore.config
+        import botocore.exceptions
+
+        self.location = location
+        self.prefix = f"{location.prefix}/" if location.prefix else ""
+        config = botocore.config.Config(
+            s3={"addressing_style": _addressing_style(location.endpoint_url)},
+            connect_timeout=REQUEST_TIMEOUT, read_timeout=REQUEST_TIMEOUT,
+            retries={"max_attempts": 3},
+        )  # fmt: skip
+        self.client: Any = boto3.client(
+            "s3", endpoint_url=location.endpoint_url, region_name=location.region or "us-east-1",
+            aws_access_key_id=location.access_key_id,
+            aws_secret_access_key=location.secret_access_key, config=config,
+        )  # fmt: skip
+        try:
+            self.client.head_bucket(Bucket=location.bucket)
+        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+            raise StoreUnreachable(f"bucket {location.bucket}: {exc}") from None
+
+    def pages(self) -> Iterator[list[Entry]]:
+        import botocore.exceptions
+
+        kwargs: dict[str, Any] = {"Bucket": self.location.bucket, "MaxKeys": PAGE_SIZE}
+        if self.prefix:
+            kwargs["Prefix"] = self.prefix
+        try:
+            while True:
+                reply = self.client.list_objects_v2(**kwargs)
+                page = [
+                    Entry(item["Key"][len(self.prefix) :], int(item["Size"]))
+                    for item in reply.get("Contents", [])
+                ]
+                if page:
+                    yield page
+                if not reply.get("IsTruncated"):
+                    return
+                kwargs["ContinuationToken"] = reply["NextContinuationToken"]
+        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+            raise StoreUnreachable(f"listing the bucket failed: {exc}") from None
+
+    def open(self, entry: Entry, limit: int) -> BinaryIO:
+        import botocore.exceptions
+
+        try:
+            reply = self.client.get_object(
+                Bucket=self.location.bucket, Key=self.prefix + entry.name
+            )
+        except botocore.exceptions.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                raise ObjectGone(entry.name) from None
+            raise ObjectUnreadable(0, str(exc)) from None
+        body = reply["Body"]
+        try:
+            return io.BytesIO(body.read(limit + 1))
+        finally:
+            body.close()
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _addressing_style(endpoint_url: str | None) -> str:
+    """Path-style for an endpoint at an address or ``localhost`` (a local S3 server), else
+    what boto3 chooses."""
+    if endpoint_url is None:
+        return "auto"
+    host = endpoint_url.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return "path" if host == "localhost" else "auto"
+    return "path"
+
+
+def _paged(entries: Iterator[Entry]) -> Iterator[list[Entry]]:
+    page: list[Entry] = []
+    for entry in entries:
+        page.append(entry)
+        if len(page) == PAGE_SIZE:
+            yield page
+            page = []
+    if page:
+        yield page
+
+
+def open_source(spec: StoreSpec) -> Source:
+    """The reader of ``spec``'s store; StoreUnreachable when it cannot be listed."""
+    location = spec.location
+    if isinstance(location, FileLocation):
+        return FileSource(location)
+    if isinstance(location, RedisLocation):
+        return RedisSource(location)
+    return S3Source(location)

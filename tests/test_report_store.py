@@ -1,0 +1,45 @@
+"""The report's "Stores" section, from what ``lmckv fsck --json`` wrote about a store whose
+names come from the store (data: escaped wherever the page shows them)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from lmckv import cli
+from lmckv.reference_impl.keys import ObjectKey, object_key_to_filename
+from lmckv.reports.output import Output
+from lmckv.reports.store_section import StoreInputError, store_section
+
+
+def _fsck_json(tmp_path: Path) -> Path:
+    root = tmp_path / "store"
+    root.mkdir()
+    for i in range(3):
+        key = ObjectKey(bytes([i]), "org/<b>model</b>", 0, 0, "")
+        (root / object_key_to_filename(key)).write_bytes(os.urandom(4096))
+    (root / "<script>alert(1).txt").write_text("x")
+    out = tmp_path / "fsck.json"
+    assert cli.main(["fsck", str(root), "--json", str(out), "--no-progress", "--jobs", "1"]) == 1
+    return out
+
+
+def test_the_section_shows_the_store_its_problems_and_totals(tmp_path: Path) -> None:
+    section = store_section([_fsck_json(tmp_path)], Output(tmp_path / "report"))
+    assert "fs store" in section.body and "1 problems" in section.body
+    assert "only sizes were checked" in section.body
+    assert "STORE-FOREIGN" in section.body
+    assert "<script>" not in section.body and "&lt;script&gt;" in section.body
+    assert "<b>model" not in section.body
+    assert (tmp_path / "report" / "store_0_totals.csv").is_file()
+
+
+def test_no_store_is_a_note_and_a_bad_file_is_refused(tmp_path: Path) -> None:
+    assert "no store checked" in store_section([], Output(tmp_path / "r")).body
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"kind": "lmckv-fsck"}))
+    with pytest.raises(StoreInputError, match="not an lmckv fsck report"):
+        store_section([bad], Output(tmp_path / "r2"))
