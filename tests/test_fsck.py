@@ -208,6 +208,12 @@ class _CountingFile:
         self.largest = max(self.largest, len(data))
         return data
 
+    def readinto(self, buffer: memoryview) -> int:
+        got = self.f.readinto(buffer)
+        self.read_bytes += got
+        self.largest = max(self.largest, got)
+        return got
+
     def seek(self, offset: int) -> int:
         return self.f.seek(offset)
 

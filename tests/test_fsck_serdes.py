@@ -312,3 +312,32 @@ def test_memory_does_not_grow_with_the_number_of_objects(tmp_path: Path) -> None
     assert status_small == status_big == 1
     assert rss_big - rss_small < 24 * 1024, (rss_small, rss_big)
     assert rss_big < 100 * 1024, rss_big
+
+
+def test_pages_checked_by_a_pool_or_a_dask_cluster_give_the_same_report(tmp_path: Path) -> None:
+    """Past one machine: the pages of a listing are the unit of work of a process pool here
+    and of a Dask cluster (a ``distributed.LocalCluster`` of two worker processes); both find
+    what this process finds."""
+    from distributed import LocalCluster
+
+    root = tmp_path / "store"
+    root.mkdir()
+    for i in range(2300):  # three pages
+        key = ObjectKey(i.to_bytes(4, "big"), "org/model", i % 2, 0, "")
+        (root / object_key_to_filename(key)).write_bytes(bytes(FULL if i % 500 else FULL - 3))
+    (root / "stray.txt").write_text("x")
+
+    def summary(doc: dict) -> tuple:
+        return (doc["counts"], doc["problems_by_rule"], sorted(problems(doc)), doc["totals"])
+
+    status, alone = run(str(root))
+    assert status == 1 and alone["problems_by_rule"] == {"STORE-FOREIGN": 1, "STORE-SIZE": 5}
+    out = tmp_path / "pool.json"
+    args = ["fsck", str(root), "--no-progress", "--json", str(out)]
+    assert cli.main([*args, "--jobs", "2"]) == 1
+    assert summary(json.loads(out.read_text())) == summary(alone)
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
+        assert cli.main([*args, "--scheduler", cluster.scheduler_address]) == 1
+    assert summary(json.loads(out.read_text())) == summary(alone)

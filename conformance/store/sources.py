@@ -21,8 +21,11 @@ from typing import Any, BinaryIO, Protocol
 from .names import ADAPTER_FILES, TEMP_SUFFIX, is_object_file
 from .spec import FileLocation, RedisLocation, S3Location, StoreSpec
 
-#: Entries per page of a listing.
+#: Entries per page of a listing, at most.
 PAGE_SIZE = 1000
+#: Listed bytes per page of a file listing, at most (a page of large objects is cut short, so
+#: that a pool of workers shares a store of few large files).
+PAGE_BYTES = 128 << 20
 #: Seconds a server may take to answer one request.
 REQUEST_TIMEOUT = 30.0
 
@@ -287,11 +290,13 @@ def _addressing_style(endpoint_url: str | None) -> str:
 
 def _paged(entries: Iterator[Entry]) -> Iterator[list[Entry]]:
     page: list[Entry] = []
+    listed = 0
     for entry in entries:
         page.append(entry)
-        if len(page) == PAGE_SIZE:
+        listed += entry.size
+        if len(page) == PAGE_SIZE or listed >= PAGE_BYTES:
             yield page
-            page = []
+            page, listed = [], 0
     if page:
         yield page
 

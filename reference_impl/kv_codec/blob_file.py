@@ -87,10 +87,15 @@ def verify_blob_file(f: BinaryIO, size: int) -> HeaderFields:
     f.seek(0)
     enc.header_bytes = _read_exact(f, header_len)
     computed, left = 0, enc.expected_payload_len()
+    piece = memoryview(bytearray(min(CRC_PIECE, left)))  # one buffer, read into again and again
     while left:
-        piece = _read_exact(f, min(CRC_PIECE, left))
-        computed = payload_crc32(piece, computed)
-        left -= len(piece)
+        got = f.readinto(piece[: min(len(piece), left)])
+        if not got:
+            raise TruncatedBlobError(
+                f"the file changed while read: it ends {left} bytes early", rule="KV-TRUNCATED"
+            )
+        computed = payload_crc32(piece[:got], computed)
+        left -= got
     if computed != crc:
         raise CorruptEncodedKVError(
             f"payload CRC-32 mismatch: header says {crc:#010x}, payload gives {computed:#010x}",
