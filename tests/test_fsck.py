@@ -76,7 +76,10 @@ def test_a_written_store_is_clean(store: Path, store_writer: writers.StoreWriter
     assert status == 0, doc["problems"]
     assert doc["problems"] == [] and doc["counts"]["verified"] == doc["objects"] == len(FULL)
     assert doc["store"] == {
-        "adapter": "fs", "location": str(store), "serde": "lmckv", "serde_detected": True
+        "adapter": "fs",
+        "location": str(store),
+        "serde": "lmckv",
+        "serde_detected": True,
     }
     assert [(t["global_rank"], t["objects"], t["verified"]) for t in doc["totals"]] == [
         (0, 4, 4),

@@ -166,7 +166,10 @@ def test_aesgcm_tags_are_verified_with_the_key_file(tmp_path: Path, bits: int) -
     # Without the key: detected, framed, sized; nothing verified.
     status, doc = run(str(root))
     assert status == 0 and doc["store"] == {
-        "adapter": "fs", "location": str(root), "serde": "aesgcm", "serde_detected": True
+        "adapter": "fs",
+        "location": str(root),
+        "serde": "aesgcm",
+        "serde_detected": True,
     }
     assert (doc["counts"]["verified"], doc["counts"]["size_checked"]) == (0, 6)
     # One bit flipped, one frame version changed, one sealed under another salt's key.
@@ -217,17 +220,15 @@ def test_a_time_limit_stops_the_check_and_says_so(tmp_path: Path) -> None:
     root.mkdir()
     for i in range(2500):  # three pages
         (root / object_key_to_filename(ObjectKey(i.to_bytes(4, "big"), "m", 0))).write_bytes(b"x")
-    status, doc = run(str(root), "--time-limit", "1e-9")
+    _, doc = run(str(root), "--time-limit", "1e-9")
     assert doc["incomplete"] and "time limit" in doc["incomplete"]
     assert doc["entries"] < 2500
 
 
 def test_the_adapter_spec_is_read_as_lmcache_takes_it(tmp_path: Path) -> None:
     key = tmp_path / "k"
-    spec = from_l2_adapter(
-        json.dumps({"type": "fs", "base_path": str(tmp_path), "serde": {"type": "aesgcm",
-                    "master_key_path": str(key), "aes_bits": 256}})  # fmt: skip
-    )
+    serde = {"type": "aesgcm", "master_key_path": str(key), "aes_bits": 256}
+    spec = from_l2_adapter(json.dumps({"type": "fs", "base_path": str(tmp_path), "serde": serde}))
     assert spec == StoreSpec("fs", FileLocation(tmp_path), SerdeSpec("aesgcm", key, 256))
     resp = from_l2_adapter('{"type": "resp", "host": "127.0.0.1", "port": 6380}')
     assert resp.location == RedisLocation("127.0.0.1", 6380) and resp.serde == SerdeSpec("none")
