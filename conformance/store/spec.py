@@ -74,6 +74,9 @@ class S3Location:
     secret_access_key: str | None = None
     #: Objects under ``<prefix>/`` only (LMCache's adapter writes at the bucket's root).
     prefix: str = ""
+    #: How the bucket is addressed: ``virtual`` (``BUCKET.HOST``, as LMCache's adapter does),
+    #: ``path`` or ``auto`` (boto3's choice).
+    addressing: str = "auto"
 
 
 Location = FileLocation | RedisLocation | S3Location
@@ -136,7 +139,7 @@ def parse_serde(value: object) -> SerdeSpec:
 
 def _s3_location(d: dict[str, Any]) -> S3Location:
     """LMCache's ``s3_endpoint`` is ``BUCKET.HOST[:PORT]`` (or ``s3://BUCKET.HOST``): the
-    bucket is the first label."""
+    bucket is the first label, and the adapter connects to the whole name."""
     endpoint = _str(d, "s3_endpoint", required=True)
     assert endpoint is not None
     host = endpoint.removeprefix("s3://")
@@ -153,6 +156,7 @@ def _s3_location(d: dict[str, Any]) -> S3Location:
         _str(d, "s3_region"),
         _str(d, "aws_access_key_id"),
         _str(d, "aws_secret_access_key"),
+        addressing="virtual",  # the adapter connects to BUCKET.HOST itself
     )
 
 

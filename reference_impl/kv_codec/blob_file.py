@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import BinaryIO
+from io import BufferedIOBase
 
 from .checksum import payload_crc32
 from .errors import CodecError, CorruptEncodedKVError
@@ -37,7 +37,7 @@ class BlobFileLimitError(CodecError):
     verdict on the blob)."""
 
 
-def _read_exact(f: BinaryIO, n: int) -> bytes:
+def _read_exact(f: BufferedIOBase, n: int) -> bytes:
     data = f.read(n)
     if len(data) != n:
         raise TruncatedBlobError(
@@ -46,7 +46,7 @@ def _read_exact(f: BinaryIO, n: int) -> bytes:
     return data
 
 
-def _header(f: BinaryIO, size: int) -> tuple[HeaderFields, int, int]:
+def _header(f: BufferedIOBase, size: int) -> tuple[HeaderFields, int, int]:
     """Parse the header from the file's first bytes, reading more while it runs past them."""
     want = min(size, FIRST_READ)
     prefix = _read_exact(f, want)
@@ -68,7 +68,7 @@ def _header(f: BinaryIO, size: int) -> tuple[HeaderFields, int, int]:
         prefix += _read_exact(f, want - len(prefix))
 
 
-def verify_blob_file(f: BinaryIO, size: int) -> HeaderFields:
+def verify_blob_file(f: BufferedIOBase, size: int) -> HeaderFields:
     """Verify the blob file ``f`` (positioned at its start, ``size`` bytes long) as
     ``deserialize_header`` verifies a buffer, strictly; returns its header fields with
     ``header_bytes`` set and no payload. Raises :class:`TruncatedBlobError` when the file

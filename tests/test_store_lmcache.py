@@ -1,0 +1,294 @@
+"""Every store LMCache writes, written by its own StorageManager (lmckv.conformance.store.
+lmcache_writer): per store kind (fs, fs_native, resp against a real redis-server, s3 against
+moto) and per serde (none, fp8, aesgcm with a key file), the store holds exactly the names of
+lmckv's reference key forms and the sizes of LMCache's serdes, reads back bit-exact through
+LMCache in a fresh process, and ``lmckv fsck --l2-adapter SPEC`` (the spec LMCache was given)
+says it is clean with the right totals. Then each store is damaged: one object truncated, one
+emptied, one byte flipped, a foreign object added and one renamed to a name that is no
+ObjectKey's; fsck exits 1 and names exactly the damaged objects, each with its rule; the
+flipped byte is named where the serde can know it (aesgcm's tag, with the key) and counted
+as unverifiable where it cannot (raw, fp8).
+
+The installed lmcache writes (0.5.6 in ``nox -s tests``; every release in ``nox -s
+upstream_versions``). Without lmcache, redis-server or moto the tests skip and say why; when
+``LMCKV_REQUIRE_UPSTREAM`` is set they fail instead (tests/upstream_required.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from upstream_required import upstream_missing
+
+from lmckv import cli
+from lmckv.base.schemas import validate
+from lmckv.conformance.store.lmcache_writer import (
+    PlannedObject,
+    default_plan,
+    expected_names,
+    read_back_stores,
+    write_stores,
+)
+from lmckv.conformance.store.servers import (
+    MotoS3Server,
+    RedisServer,
+    loopback_s3_endpoint,
+    missing_moto,
+    missing_redis_server,
+)
+
+pytestmark = pytest.mark.upstream
+
+PLAN = default_plan()
+SERDES = ("none", "fp8", "aesgcm")
+#: The bytes LMCache stores per object: raw = the layout's nbytes, fp8 = one byte per bf16
+#: element, aesgcm = version byte + 12-byte IV + ciphertext + 16-byte tag.
+STORED_SIZE: dict[str, Callable[[int], int]] = {
+    "none": lambda nbytes: nbytes,
+    "fp8": lambda nbytes: nbytes // 2,
+    "aesgcm": lambda nbytes: nbytes + 29,
+}
+#: The plan's objects each damage is done to: the truncated and the emptied one share a group
+#: with two intact full chunks and a partial one; the renamed and the flipped one, with one.
+TRUNCATED, EMPTIED, FLIPPED, RENAMED = 5, 6, 0, 1
+#: The most pages of an S3 listing read (the plan has a handful of objects).
+MAX_LIST_PAGES = 10
+
+
+class Store:
+    """One store seen from outside LMCache: its objects by name, read, written, removed."""
+
+    fields: dict[str, Any]
+    #: A name that is not named like any object of the adapter (STORE-FOREIGN).
+    foreign = "notes.txt"
+    #: A name shaped like an object's that reads back to no ObjectKey (STORE-NAME).
+    renamed = "not@an@object@key"
+
+    def sizes(self) -> dict[str, int]: ...
+    def get(self, name: str) -> bytes: ...
+    def put(self, name: str, data: bytes) -> None: ...
+    def delete(self, name: str) -> None: ...
+
+
+class FileStore(Store):
+    renamed = "renamed-by-hand.data"
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.fields = {"base_path": str(base)}
+
+    def sizes(self) -> dict[str, int]:
+        return {p.name: p.stat().st_size for p in self.base.iterdir()}
+
+    def get(self, name: str) -> bytes:
+        return (self.base / name).read_bytes()
+
+    def put(self, name: str, data: bytes) -> None:
+        (self.base / name).write_bytes(data)
+
+    def delete(self, name: str) -> None:
+        (self.base / name).unlink()
+
+
+class RedisStore(Store):
+    def __init__(self, server: RedisServer) -> None:
+        redis = import_or_missing("redis", "redis-py (the store extra)")
+        self.client = redis.Redis(host="127.0.0.1", port=server.port)
+        self.fields = {"host": "127.0.0.1", "port": server.port}
+
+    def sizes(self) -> dict[str, int]:
+        return {k.decode(): int(self.client.strlen(k)) for k in self.client.keys("*")}
+
+    def get(self, name: str) -> bytes:
+        data = self.client.get(name)
+        assert isinstance(data, bytes)
+        return data
+
+    def put(self, name: str, data: bytes) -> None:
+        self.client.set(name, data)
+
+    def delete(self, name: str) -> None:
+        self.client.delete(name)
+
+
+class S3Store(Store):
+    def __init__(self, server: MotoS3Server) -> None:
+        boto3 = import_or_missing("boto3", "boto3 (the store extra)")
+        self.bucket, endpoint = loopback_s3_endpoint(server.port)
+        server.create_bucket(self.bucket)
+        self.client = boto3.client(
+            "s3", endpoint_url=server.url, region_name="us-east-1",
+            aws_access_key_id="testing", aws_secret_access_key="testing",
+        )  # fmt: skip
+        self.fields = {
+            "s3_endpoint": endpoint, "s3_region": "us-east-1", "disable_tls": True,
+            "s3_prefer_http2": False, "aws_access_key_id": "testing",
+            "aws_secret_access_key": "testing",
+        }  # fmt: skip
+
+    def sizes(self) -> dict[str, int]:
+        found: dict[str, int] = {}
+        token: dict[str, str] = {}
+        for _ in range(MAX_LIST_PAGES):
+            page = self.client.list_objects_v2(Bucket=self.bucket, **token)
+            found.update({o["Key"]: int(o["Size"]) for o in page.get("Contents", [])})
+            if not page.get("IsTruncated"):
+                return found
+            token = {"ContinuationToken": page["NextContinuationToken"]}
+        raise AssertionError(f"more than {MAX_LIST_PAGES} pages in bucket {self.bucket}")
+
+    def get(self, name: str) -> bytes:
+        data: bytes = self.client.get_object(Bucket=self.bucket, Key=name)["Body"].read()
+        return data
+
+    def put(self, name: str, data: bytes) -> None:
+        self.client.put_object(Bucket=self.bucket, Key=name, Body=data)
+
+    def delete(self, name: str) -> None:
+        self.client.delete_object(Bucket=self.bucket, Key=name)
+
+
+def import_or_missing(module: str, what: str) -> Any:
+    """``module``, or a skip naming ``what`` (a failure when upstream is required). lmcache's
+    loggers each warn that opentelemetry's LoggingHandler is deprecated: not lmckv's concern."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return importlib.import_module(module)
+    except Exception as exc:  # lmcache's import chain fails in many ways when deps are missing
+        upstream_missing(f"{what} is not importable: {exc!r}")
+
+
+def open_stores(adapter: str, root: Path, servers: contextlib.ExitStack) -> list[Store]:
+    """One empty store per serde (a server of its own for resp and s3: moto's loopback
+    endpoint fixes the bucket's name)."""
+    stores: list[Store] = []
+    for serde in SERDES:
+        if adapter == "resp":
+            if why := missing_redis_server():
+                upstream_missing(why)
+            stores.append(RedisStore(servers.enter_context(RedisServer(root / f"redis-{serde}"))))
+        elif adapter == "s3":
+            if why := missing_moto():
+                upstream_missing(why)
+            stores.append(S3Store(servers.enter_context(MotoS3Server(root / f"moto-{serde}"))))
+        else:
+            stores.append(FileStore(root / serde))
+            (root / serde).mkdir()
+    return stores
+
+
+def spec_of(adapter: str, serde: str, store: Store, master_key: Path) -> str:
+    """The ``--l2-adapter`` JSON LMCache is given, and fsck after it."""
+    serdes = {
+        "none": {},
+        "fp8": {"serde": {"type": "fp8"}},
+        "aesgcm": {"serde": {"type": "aesgcm", "master_key_path": str(master_key)}},
+    }
+    return json.dumps({"type": adapter, **store.fields, **serdes[serde]})
+
+
+def fsck(spec: str, out: Path) -> tuple[int, dict[str, Any]]:
+    status = cli.main(["fsck", "--l2-adapter", spec, "--json", str(out), "--no-progress"])
+    doc = json.loads(out.read_text())
+    validate(doc, "fsck")
+    return status, doc
+
+
+def totals_of(plan: list[PlannedObject], serde: str) -> dict[tuple[Any, ...], tuple[int, int]]:
+    """(objects, bytes) per model, kv_rank, object group and cache_salt."""
+    totals: dict[tuple[Any, ...], tuple[int, int]] = {}
+    for o in plan:
+        key = (o.model_name, o.kv_rank, o.object_group_id, o.cache_salt)
+        n, size = totals.get(key, (0, 0))
+        totals[key] = (n + 1, size + STORED_SIZE[serde](o.nbytes))
+    return totals
+
+
+def damage(store: Store, names: list[str], serde: str) -> dict[str, str]:
+    """The five damages; the name -> rule fsck must report (the flipped byte only where the
+    serde can know it)."""
+    truncated, emptied, flipped, renamed = (
+        names[i] for i in (TRUNCATED, EMPTIED, FLIPPED, RENAMED)
+    )
+    store.put(truncated, store.get(truncated)[:-1000])  # not at a token boundary
+    store.put(emptied, b"")
+    data = bytearray(store.get(flipped))
+    data[len(data) // 2] ^= 0x04
+    store.put(flipped, bytes(data))
+    store.put(store.foreign, b"another tool's object\n")
+    store.put(store.renamed, store.get(renamed))
+    store.delete(renamed)
+    want = {
+        truncated: "STORE-SIZE",
+        emptied: "STORE-EMPTY",
+        store.foreign: "STORE-FOREIGN",
+        store.renamed: "STORE-NAME",
+    }
+    if serde == "aesgcm":
+        want[flipped] = "STORE-AESGCM-TAG"
+    return want
+
+
+@dataclass(frozen=True)
+class Written:
+    specs: list[str]
+    stores: list[Store]
+
+
+@contextlib.contextmanager
+def written(adapter: str, root: Path) -> Iterator[Written]:
+    """The adapter's three stores (one per serde), written by LMCache; servers stopped after."""
+    import_or_missing("lmcache.v1.distributed.storage_manager", "lmcache's StorageManager")
+    master_key = root / "master.key"
+    master_key.write_bytes(bytes(range(32)))
+    with contextlib.ExitStack() as servers:
+        stores = open_stores(adapter, root, servers)
+        specs = [spec_of(adapter, s, st, master_key) for s, st in zip(SERDES, stores, strict=True)]
+        write_stores(specs, PLAN)
+        yield Written(specs, stores)
+
+
+@pytest.mark.parametrize("adapter", ["fs", "fs_native", "resp", "s3"])
+def test_a_store_lmcache_writes_is_what_fsck_checks(adapter: str, tmp_path: Path) -> None:
+    names = expected_names(adapter, PLAN)
+    with written(adapter, tmp_path) as stores:
+        # What LMCache wrote: the reference's names, the serdes' sizes, read back bit-exact.
+        for serde, store in zip(SERDES, stores.stores, strict=True):
+            sizes = {n: STORED_SIZE[serde](o.nbytes) for n, o in zip(names, PLAN, strict=True)}
+            assert store.sizes() == sizes, serde
+        reads = read_back_stores(stores.specs, PLAN)
+        for serde, read in zip(SERDES, reads, strict=True):
+            assert [(r.hit, r.exact) for r in read] == [(True, True)] * len(PLAN), serde
+        # fsck on the healthy stores: clean, every object counted in its total.
+        for serde, spec in zip(SERDES, stores.specs, strict=True):
+            status, doc = fsck(spec, tmp_path / f"{serde}.json")
+            assert status == 0, (serde, doc["problems"])
+            got = {
+                (t["model_name"], t["kv_rank"], t["object_group_id"], t["cache_salt"]):
+                (t["objects"], t["bytes"])
+                for t in doc["totals"]
+            }  # fmt: skip
+            assert got == totals_of(PLAN, serde), serde
+            counts = doc["counts"]
+            if serde == "aesgcm":  # the key file is in the spec: every tag verified
+                assert counts["verified"] == len(PLAN) and doc["content_verifiable"]
+            else:  # no checksum: sized, the partial last chunk counted apart
+                assert (counts["size_checked"], counts["partial"]) == (len(PLAN) - 1, 1)
+                assert not doc["content_verifiable"]
+        # Damaged: exactly the damaged objects, each with its rule.
+        for serde, spec, store in zip(SERDES, stores.specs, stores.stores, strict=True):
+            want = damage(store, names, serde)
+            status, doc = fsck(spec, tmp_path / f"{serde}-damaged.json")
+            assert status == 1, serde
+            assert {p["name"]: p["rule"] for p in doc["problems"]} == want, serde
+            if serde != "aesgcm":  # the flipped object passes as size-checked
+                assert doc["counts"]["size_checked"] == len(PLAN) - 1 - 4 + 1
