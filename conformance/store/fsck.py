@@ -118,8 +118,8 @@ def _content(plan: Plan, source: Source, entry: Entry, base: Verdict) -> Verdict
     partial = rule is not None and rule.is_partial(payload)
     status = "partial" if partial else "size_checked"
     if plan.serde == "aesgcm" and plan.keys is not None and entry.size <= plan.max_object_bytes:
-        with source.open(entry, plan.max_object_bytes) as f:
-            frame = f.read(plan.max_object_bytes + 1)
+        with source.open(entry, entry.size) as f:
+            frame = f.read(entry.size + 1)
         if len(frame) != entry.size:
             return base.problem("STORE-READ", f"read {len(frame)} of {entry.size} bytes")
         if why := aesgcm_tag_problem(frame, plan.keys.key(salt)):
@@ -155,8 +155,7 @@ def judge(plan: Plan, source: Source, entry: Entry) -> Verdict:
         if age < plan.temp_age_s:
             return Verdict(entry.name, entry.size, "in_flight")
         return base.problem("STORE-TEMP", f"an unfinished write {age:.0f} s old: its writer died")
-    prefix = getattr(plan.spec.location, "key_prefix", "")
-    key, why = key_of(plan.spec.adapter, entry.name, prefix)
+    key, why = key_of(plan.spec.adapter, entry.name, plan.spec.key_prefix)
     if key is None:
         if plan.spec.adapter not in ("fs", "fs_native") and entry.name.count("@") < 3:
             return base.problem("STORE-FOREIGN", "not named like an object of the adapter")
@@ -341,12 +340,11 @@ def _detect(source: Source) -> str:
 def _learn_sizes(spec: StoreSpec, source: Source, serde: str) -> SizeLearner:
     """The first pass: every object's payload size, per group."""
     learner = SizeLearner()
-    prefix = getattr(spec.location, "key_prefix", "")
     for page in source.pages():
         for entry in page:
             if entry.kind != "object" or entry.size == 0:
                 continue
-            key, _ = key_of(spec.adapter, entry.name, prefix)
+            key, _ = key_of(spec.adapter, entry.name, spec.key_prefix)
             if key is not None:
                 learner.add((key.model_name, key.object_group_id), payload_size(serde, entry.size))
     return learner

@@ -91,6 +91,11 @@ class StoreSpec:
     location: Location
     serde: SerdeSpec | None
 
+    @property
+    def key_prefix(self) -> str:
+        """valkey's ``key_prefix`` (every name starts ``<prefix>@``), else ""."""
+        return self.location.key_prefix if isinstance(self.location, RedisLocation) else ""
+
     def describe(self) -> str:
         """Where the store is, in one line without secrets."""
         loc = self.location
