@@ -105,7 +105,11 @@ class StoreSpec:
             prefix = f" (key_prefix {loc.key_prefix!r})" if loc.key_prefix else ""
             return f"redis://{loc.host}:{loc.port}/{loc.db}{prefix}"
         where = f"s3://{loc.bucket}" + (f"/{loc.prefix}" if loc.prefix else "")
-        return where + (f" at {loc.endpoint_url}" if loc.endpoint_url else "")
+        endpoint = loc.endpoint_url
+        if endpoint and loc.addressing == "virtual":  # the host the adapter connects to
+            scheme, _, host = endpoint.partition("://")
+            endpoint = f"{scheme}://{loc.bucket}.{host}"
+        return where + (f" at {endpoint}" if endpoint else "")
 
 
 def _str(d: dict[str, Any], key: str, *, required: bool = False) -> str | None:
