@@ -163,7 +163,12 @@ def test_aesgcm_tags_are_verified_with_the_key_file(tmp_path: Path, bits: int) -
     status, doc = run(str(root), "--key-file", str(key_file), "--aes-bits", str(bits))
     assert status == 0, doc["problems"]
     assert doc["counts"]["verified"] == 6 and doc["content_verifiable"] is True
-    # Without the key: detected, framed, sized; nothing verified.
+    # Without the key: detected, framed, sized; nothing verified. A file named like an object
+    # that is no ObjectKey's says nothing of the serde (it is a name problem).
+    (root / "junk.data").write_bytes(b"\x00not a frame")
+    status, doc = run(str(root))
+    assert problems(doc) == {("junk.data", "STORE-NAME")}
+    (root / "junk.data").unlink()
     status, doc = run(str(root))
     assert status == 0 and doc["store"] == {
         "adapter": "fs",

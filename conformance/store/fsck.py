@@ -42,7 +42,7 @@ from .framing import (
 )
 from .names import key_of, shown
 from .sizes import DEFAULT_CHUNK_TOKENS, Group, SizeLearner, SizeRule
-from .sources import Entry, ObjectGone, ObjectUnreadable, Source, open_source
+from .sources import Entry, ObjectGone, ObjectUnreadable, Source, StoreUnreachable, open_source
 from .spec import SerdeSpec, StoreSpec
 
 SCHEMA = "fsck"
@@ -167,6 +167,8 @@ def judge(plan: Plan, source: Source, entry: Entry) -> Verdict:
         return _content(plan, source, entry, base)
     except ObjectGone:
         return Verdict(entry.name, entry.size, "gone", base.key)
+    except StoreUnreachable:
+        raise
     except (ObjectUnreadable, OSError) as exc:
         return base.problem("STORE-READ", f"cannot be read: {exc}")
 
@@ -321,11 +323,15 @@ class Settings:
     time_limit_s: float | None = None
 
 
-def _detect(source: Source) -> str:
+def _detect(spec: StoreSpec, source: Source) -> str:
+    """The serde of the first objects (named as the adapter names objects: another tool's
+    entry says nothing of LMCache's serde)."""
     heads: list[tuple[bytes, int]] = []
     for page in source.pages():
         for entry in page:
             if entry.kind != "object" or entry.size == 0:
+                continue
+            if key_of(spec.adapter, entry.name, spec.key_prefix)[0] is None:
                 continue
             with (
                 contextlib.suppress(ObjectGone, ObjectUnreadable, OSError),
@@ -352,7 +358,7 @@ def _learn_sizes(spec: StoreSpec, source: Source, serde: str) -> SizeLearner:
 
 def _plan(spec: StoreSpec, source: Source, settings: Settings) -> tuple[Plan, bool]:
     detected = spec.serde is None
-    serde_spec = spec.serde or SerdeSpec(_detect(source))
+    serde_spec = spec.serde or SerdeSpec(_detect(spec, source))
     serde = serde_spec.type
     keys = None
     if serde == "aesgcm" and serde_spec.master_key_path is not None:

@@ -203,6 +203,8 @@ class RedisSource:
                 raise ObjectGone(entry.name)
         except redis.ResponseError as exc:
             raise ObjectUnreadable(0, str(exc)) from None
+        except redis.RedisError as exc:  # the server went away: the check cannot go on
+            raise StoreUnreachable(f"reading {entry.name!r} failed: {exc}") from None
         assert isinstance(data, bytes)
         return io.BytesIO(data)
 
@@ -270,6 +272,8 @@ class S3Source:
             if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
                 raise ObjectGone(entry.name) from None
             raise ObjectUnreadable(0, str(exc)) from None
+        except botocore.exceptions.BotoCoreError as exc:  # the endpoint went away
+            raise StoreUnreachable(f"reading {entry.name!r} failed: {exc}") from None
         body = reply["Body"]
         try:
             return io.BytesIO(body.read(limit))
