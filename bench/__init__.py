@@ -14,4 +14,6 @@
   decision (``decision``, ``verdict``) and whether the gate holds on a machine (``gate_check``).
 - ``server_load``: protocol servers under many clients (``load``) and hostile ones (``hostile``).
 - ``gpu``: the CUDA check of the fused kernels (``check``).
+- ``recommendation``: the scope and serde an operator should configure, decided from a run's
+  rows (``scope_choice``, ``serde_choice``); the report only renders it.
 """

@@ -7,11 +7,12 @@ from html import escape
 import pandas as pd
 
 from ..bench.accuracy.families import REALISTIC, STRESS, family_role
+from ..bench.common.scopes import scope_rank
 from ..bench.throughput.serde_calls import CODEC_OF
 from . import figures
 from .comparison import VERDICT_CLASS, compare, counts_text
 from .html import Section, collapsible, details, figure, note, paragraph, table
-from .inputs import ReportInputs, scope_rank
+from .inputs import ReportInputs
 from .output import Output
 
 NO_BENCH = "no bench results file among the inputs: benchmarks are not reported"

@@ -11,13 +11,14 @@ import pandas as pd
 
 from ..bench.accuracy.e2e import CONTEXT as PRIMARY_CONTEXT
 from ..bench.accuracy.l2_serdes import FP8, K16V8, K16V8_V_ONLY
+from ..bench.common.scopes import scope_rank
+from ..bench.recommendation.serde_choice import RULE_TEXT as SERDE_RULE
+from ..bench.recommendation.serde_choice import choose_serde, serde_table
 from . import figures
 from .bench_section import NO_BENCH, skip_reasons
 from .html import Section, details, figure, note, paragraph, table
-from .inputs import ReportInputs, scope_rank
+from .inputs import ReportInputs
 from .output import Output
-from .serde_choice import RULE_TEXT as SERDE_RULE
-from .serde_choice import choose_serde, serde_table
 
 STATS = ("v_amax", "head_spread", "page_spread", "channel_spread")
 

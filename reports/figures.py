@@ -26,9 +26,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from ..bench.common.scopes import CALIBRATED_EXTERNAL
+from ..bench.common.scopes import CALIBRATED_EXTERNAL, scope_rank
 from ..reference_impl.kv_codec.header_fields import ScaleScope
-from .inputs import SCALE_SCOPES, scope_rank
+from .inputs import SCALE_SCOPES
 
 OP_ORDER = [
     "encode",

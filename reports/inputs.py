@@ -63,11 +63,6 @@ OUTCOMES: tuple[str, ...] = enum("results", "$defs", "test", "properties", "outc
 SCALE_SCOPES = SCOPE_NAMES
 
 
-def scope_rank(scope: object) -> int:
-    """Sort key putting scopes in ScaleScope order, anything else after them."""
-    return SCALE_SCOPES.index(scope) if scope in SCALE_SCOPES else len(SCALE_SCOPES)
-
-
 class ReportInputError(ValueError):
     """A results file that is not in the agreed format (the message names file and line)."""
 

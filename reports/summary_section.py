@@ -8,14 +8,19 @@ from typing import Any
 import pandas as pd
 
 from ..bench.accuracy.l2_serdes import FP8
+from ..bench.recommendation.scope_choice import (
+    MAX_ENCODE_COST,
+    RULE_TEXT,
+    ScopeChoice,
+    choose_scope,
+)
+from ..bench.recommendation.serde_choice import RULE_TEXT as SERDE_RULE
+from ..bench.recommendation.serde_choice import choose_serde, serde_table
 from .comparison import counts_text
 from .e2e_section import primary, serde_groups
 from .html import Section, details, note, paragraph, table
 from .inputs import ReportInputs
 from .output import Output
-from .scope_choice import MAX_ENCODE_COST, RULE_TEXT, ScopeChoice, choose_scope
-from .serde_choice import RULE_TEXT as SERDE_RULE
-from .serde_choice import choose_serde, serde_table
 from .summary import (
     failures,
     headline_ratios,

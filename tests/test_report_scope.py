@@ -8,8 +8,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from lmckv.bench.recommendation.scope_choice import (
+    MAX_BYTES_OVERHEAD,
+    MAX_ENCODE_COST,
+    choose_scope,
+)
 from lmckv.reports.inputs import BenchRun, load_results
-from lmckv.reports.scope_choice import MAX_BYTES_OVERHEAD, MAX_ENCODE_COST, choose_scope
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
 REAL = "real:m"

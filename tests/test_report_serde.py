@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from lmckv.bench.accuracy import l2_serdes as serdes
-from lmckv.reports import serde_choice
+from lmckv.bench.recommendation import serde_choice
 from lmckv.reports.e2e_section import context_table
 
 COLUMNS = ["serde", "scope", "cache_dtype", "metric", "value", "ci_low", "ci_high", "context"]

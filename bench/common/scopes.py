@@ -19,6 +19,11 @@ SCOPE_NAMES: tuple[str, ...] = tuple(scope.name for scope in ScaleScope)
 CALIBRATED_EXTERNAL = f"{ScaleScope.EXTERNAL.name}_CALIBRATED"
 
 
+def scope_rank(label: object) -> int:
+    """Sort key putting row labels in ``ScaleScope`` order, anything else after them."""
+    return SCOPE_NAMES.index(label) if label in SCOPE_NAMES else len(SCOPE_NAMES)
+
+
 def header_scope(label: str) -> ScaleScope:
     """The header scope a row label is written with (``CALIBRATED_EXTERNAL`` is EXTERNAL);
     KeyError for a label that is neither."""

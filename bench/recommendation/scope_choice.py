@@ -33,10 +33,9 @@ from typing import TypeGuard
 import numpy as np
 import pandas as pd
 
-from ..bench.accuracy.bootstrap import paired_difference
-from ..bench.accuracy.families import REALISTIC, STRESS, family_role
-from ..bench.common.scopes import out_of_band
-from .inputs import scope_rank
+from ..accuracy.bootstrap import paired_difference
+from ..accuracy.families import REALISTIC, STRESS, family_role
+from ..common.scopes import out_of_band, scope_rank
 
 MAX_ENCODE_COST = 0.25
 MAX_BYTES_OVERHEAD = 0.05

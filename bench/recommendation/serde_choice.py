@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ..bench.accuracy.l2_serdes import FP8, K16V8, K16V8_V_ONLY, NONE, installed_writes, l2_config
-from ..bench.throughput.serde_calls import SERDE_SCOPES
+from ..accuracy.l2_serdes import FP8, K16V8, K16V8_V_ONLY, NONE, installed_writes, l2_config
+from ..throughput.serde_calls import SERDE_SCOPES
 
 PPL_BUDGET = 0.01
 BYTES_TIE = 0.01
