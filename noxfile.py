@@ -13,12 +13,14 @@ running nox.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tomllib
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -150,23 +152,37 @@ def lint(session: nox.Session) -> None:
     # mypy names a module after its folders, and conformance/ is not inside lmckv/ in the
     # checkout: it reads the installed layout from a tree of links.
     _link_installed_tree(TYPECHECK_DIR)
-    session.run("python", "-m", "mypy")  # its paths read .lmckv/typecheck/lmckv/<folder>/...
-    editor_imports(session)
+    with _editor_imports_started(session) as editor:  # beside mypy: two cores, two checkers
+        session.run("python", "-m", "mypy")  # its paths read .lmckv/typecheck/lmckv/<folder>/...
+    editor_imports(session, editor)
 
 
 #: The folders of the installed package, as an editor opens them.
 PACKAGE_FOLDERS = ("lmckv", "reference_impl", "conformance", "bench", "reports", "golden_blobs")
 
 
-def _unresolved_first_party(session: nox.Session, *paths: str) -> list[str]:
-    """basedpyright's unresolved ``lmckv`` imports in ``paths``, read over this session's
-    editable install (what an editor's analyser sees)."""
+@contextlib.contextmanager
+def _editor_imports_started(session: nox.Session) -> Iterator[subprocess.Popen[str]]:
+    """basedpyright over the package folders, running while the block runs (killed if the
+    block fails), over this session's editable install (what an editor's analyser sees)."""
     python = str(Path(getattr(session.virtualenv, "location", "")) / "bin" / "python")
-    out = session.run(
-        "python", "-m", "basedpyright", "--outputjson", "--pythonpath", python, *paths,
-        silent=True, success_codes=[0, 1],
-    )  # fmt: skip
-    report = json.loads(str(out)[str(out).index("{") :])
+    argv = [python, "-m", "basedpyright", "--outputjson", "--pythonpath", python]
+    session.log(" ".join(["python", "-m", "basedpyright", *argv[3:], *PACKAGE_FOLDERS]))
+    proc = subprocess.Popen(
+        [*argv, *PACKAGE_FOLDERS], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    try:
+        yield proc
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+
+
+def _unresolved_first_party(proc: subprocess.Popen[str]) -> list[str]:
+    """The unresolved ``lmckv`` imports basedpyright reported."""
+    out, _ = proc.communicate(timeout=600)
+    report = json.loads(out[out.index("{") :])
     return [
         f"{d['file']}:{d['range']['start']['line'] + 1}: {d['message']}"
         for d in report["generalDiagnostics"]
@@ -174,12 +190,12 @@ def _unresolved_first_party(session: nox.Session, *paths: str) -> list[str]:
     ]
 
 
-def editor_imports(session: nox.Session) -> None:
+def editor_imports(session: nox.Session, proc: subprocess.Popen[str]) -> None:
     """Every first-party import of the package resolves as an editor reads it: basedpyright
     over the editable install finds 0 unresolved ``lmckv`` imports in its folders
     (tests/test_editor_imports.py says how). Tests import the package by its installed name,
     which an editor follows over a strict editable install (CONTRIBUTING.md)."""
-    unresolved = _unresolved_first_party(session, *PACKAGE_FOLDERS)
+    unresolved = _unresolved_first_party(proc)
     session.log(f"editor imports: {len(unresolved)} unresolved in the package")
     if unresolved:
         session.error("unresolved first-party imports:\n" + "\n".join(unresolved))

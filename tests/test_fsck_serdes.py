@@ -309,12 +309,12 @@ def _empty_objects(root: Path, n: int) -> None:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ru_maxrss in KiB")
 def test_memory_does_not_grow_with_the_number_of_objects(tmp_path: Path) -> None:
-    """Every one of 100,000 empty objects is a problem; listing, verdicts and problems stream
-    (the problems to a spool file): the peak stays within 24 MiB of that of 5,000 objects,
-    and under 100 MB."""
+    """Every one of 50,000 empty objects is a problem; listing, verdicts and problems stream
+    (the problems to a spool file): the peak stays within 24 MiB of that of 2,500 objects,
+    and under 100 MB. (1,000,000 objects measured 26.8 MB: the closing note of issue 33.)"""
     small, big = tmp_path / "small", tmp_path / "big"
-    _empty_objects(small, 5_000)
-    _empty_objects(big, 100_000)
+    _empty_objects(small, 2_500)
+    _empty_objects(big, 50_000)
     status_small, rss_small = _peak_rss_kib(small)
     status_big, rss_big = _peak_rss_kib(big)
     assert status_small == status_big == 1
