@@ -360,11 +360,13 @@ def upstream_versions(session: nox.Session) -> None:
 
 def _release_env(session: nox.Session, version: str) -> str:
     """A venv holding torch, lmckv (editable) and lmcache==version; its python. Reused while
-    its marker names the same version."""
+    its marker names the same version and store test dependencies."""
     env = Path(".nox") / f"lmcache-{version}"
     python = str((env / "bin" / "python").absolute())  # not resolve(): the venv link
     marker = env / "lmckv-release"
-    if marker.is_file() and marker.read_text() == version:
+    # The marker names what was installed: an env made before the store tests is made again.
+    installed = " ".join([version, *STORE_TEST_DEPS])
+    if marker.is_file() and marker.read_text() == installed:
         return python
     shutil.rmtree(env, ignore_errors=True)
     session.run(sys.executable, "-m", "venv", str(env), external=True)
@@ -375,7 +377,7 @@ def _release_env(session: nox.Session, version: str) -> str:
     find = ["--find-links", wheels] if wheels else []
     session.run(*pip, "--no-deps", *find, f"lmcache=={version}", external=True)
     session.run(*pip, *UPSTREAM_RUNTIME_DEPS, external=True)
-    marker.write_text(version)
+    marker.write_text(installed)
     return python
 
 
