@@ -106,10 +106,14 @@ def _content(plan: Plan, source: Source, entry: Entry, base: Verdict) -> Verdict
     model, _, group, salt = base.key
     if plan.serde == "lmckv":
         return _lmckv(source, entry, base, model)
-    if plan.serde == "aesgcm":
-        with source.open(entry, 1) as f:
-            problem = aesgcm_frame_problem(f.read(1), entry.size)
-        if problem:
+    verify = plan.serde == "aesgcm" and plan.keys is not None
+    verify = verify and entry.size <= plan.max_object_bytes
+    frame = b""
+    if plan.serde == "aesgcm":  # read once: the whole frame when its tag is checked
+        wanted = entry.size if verify else 1
+        with source.open(entry, wanted) as f:
+            frame = f.read(wanted + 1)
+        if problem := aesgcm_frame_problem(frame[:1], entry.size):
             return base.problem("STORE-AESGCM-FRAME", problem)
     payload = payload_size(plan.serde, entry.size)
     rule = plan.size_rule((model, group))
@@ -117,9 +121,7 @@ def _content(plan: Plan, source: Source, entry: Entry, base: Verdict) -> Verdict
         return base.problem("STORE-SIZE", why)
     partial = rule is not None and rule.is_partial(payload)
     status = "partial" if partial else "size_checked"
-    if plan.serde == "aesgcm" and plan.keys is not None and entry.size <= plan.max_object_bytes:
-        with source.open(entry, entry.size) as f:
-            frame = f.read(entry.size + 1)
+    if verify and plan.keys is not None:
         if len(frame) != entry.size:
             return base.problem("STORE-READ", f"read {len(frame)} of {entry.size} bytes")
         if why := aesgcm_tag_problem(frame, plan.keys.key(salt)):
