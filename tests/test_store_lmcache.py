@@ -37,12 +37,11 @@ from lmckv.conformance.store.lmcache_writer import (
     read_back_stores,
     write_stores,
 )
-from lmckv.conformance.store.servers import (
-    MotoS3Server,
-    RedisServer,
-    loopback_s3_endpoint,
-    missing_moto,
-    missing_redis_server,
+from lmckv.conformance.store.views import (
+    StoreUnavailable,
+    StoreView,
+    l2_adapter_spec,
+    open_view,
 )
 
 pytestmark = pytest.mark.upstream
@@ -59,101 +58,11 @@ STORED_SIZE: dict[str, Callable[[int], int]] = {
 #: The plan's objects each damage is done to: the truncated and the emptied one share a group
 #: with two intact full chunks and a partial one; the renamed and the flipped one, with one.
 TRUNCATED, EMPTIED, FLIPPED, RENAMED = 5, 6, 0, 1
-#: The most pages of an S3 listing read (the plan has a handful of objects).
-MAX_LIST_PAGES = 10
-
-
-class Store:
-    """One store seen from outside LMCache: its objects by name, read, written, removed."""
-
-    fields: dict[str, Any]
-    #: A name that is not named like any object of the adapter (STORE-FOREIGN).
-    foreign = "notes.txt"
-    #: A name shaped like an object's that reads back to no ObjectKey (STORE-NAME).
-    renamed = "not@an@object@key"
-
-    def sizes(self) -> dict[str, int]: ...
-    def get(self, name: str) -> bytes: ...
-    def put(self, name: str, data: bytes) -> None: ...
-    def delete(self, name: str) -> None: ...
-
-
-class FileStore(Store):
-    renamed = "renamed-by-hand.data"
-
-    def __init__(self, base: Path) -> None:
-        self.base = base
-        self.fields = {"base_path": str(base)}
-
-    def sizes(self) -> dict[str, int]:
-        return {p.name: p.stat().st_size for p in self.base.iterdir()}
-
-    def get(self, name: str) -> bytes:
-        return (self.base / name).read_bytes()
-
-    def put(self, name: str, data: bytes) -> None:
-        (self.base / name).write_bytes(data)
-
-    def delete(self, name: str) -> None:
-        (self.base / name).unlink()
-
-
-class RedisStore(Store):
-    def __init__(self, server: RedisServer) -> None:
-        redis = import_or_missing("redis", "redis-py (the store extra)")
-        self.client = redis.Redis(host="127.0.0.1", port=server.port)
-        self.fields = {"host": "127.0.0.1", "port": server.port}
-
-    def sizes(self) -> dict[str, int]:
-        return {k.decode(): int(self.client.strlen(k)) for k in self.client.keys("*")}
-
-    def get(self, name: str) -> bytes:
-        data = self.client.get(name)
-        assert isinstance(data, bytes)
-        return data
-
-    def put(self, name: str, data: bytes) -> None:
-        self.client.set(name, data)
-
-    def delete(self, name: str) -> None:
-        self.client.delete(name)
-
-
-class S3Store(Store):
-    def __init__(self, server: MotoS3Server) -> None:
-        boto3 = import_or_missing("boto3", "boto3 (the store extra)")
-        self.bucket, endpoint = loopback_s3_endpoint(server.port)
-        server.create_bucket(self.bucket)
-        self.client = boto3.client(
-            "s3", endpoint_url=server.url, region_name="us-east-1",
-            aws_access_key_id="testing", aws_secret_access_key="testing",
-        )  # fmt: skip
-        self.fields = {
-            "s3_endpoint": endpoint, "s3_region": "us-east-1", "disable_tls": True,
-            "s3_prefer_http2": False, "aws_access_key_id": "testing",
-            "aws_secret_access_key": "testing",
-        }  # fmt: skip
-
-    def sizes(self) -> dict[str, int]:
-        found: dict[str, int] = {}
-        token: dict[str, str] = {}
-        for _ in range(MAX_LIST_PAGES):
-            page = self.client.list_objects_v2(Bucket=self.bucket, **token)
-            found.update({o["Key"]: int(o["Size"]) for o in page.get("Contents", [])})
-            if not page.get("IsTruncated"):
-                return found
-            token = {"ContinuationToken": page["NextContinuationToken"]}
-        raise AssertionError(f"more than {MAX_LIST_PAGES} pages in bucket {self.bucket}")
-
-    def get(self, name: str) -> bytes:
-        data: bytes = self.client.get_object(Bucket=self.bucket, Key=name)["Body"].read()
-        return data
-
-    def put(self, name: str, data: bytes) -> None:
-        self.client.put_object(Bucket=self.bucket, Key=name, Body=data)
-
-    def delete(self, name: str) -> None:
-        self.client.delete_object(Bucket=self.bucket, Key=name)
+#: A name that is not named like any object of the adapter (STORE-FOREIGN), and one shaped
+#: like an object's that reads back to no ObjectKey (STORE-NAME), per kind of store.
+FOREIGN = "notes.txt"
+RENAMED_NAME = {"fs": "renamed-by-hand.data", "fs_native": "renamed-by-hand.data"}
+RENAMED_KEY = "not@an@object@key"
 
 
 def import_or_missing(module: str, what: str) -> Any:
@@ -167,33 +76,13 @@ def import_or_missing(module: str, what: str) -> Any:
         upstream_missing(f"{what} is not importable: {exc!r}")
 
 
-def open_stores(adapter: str, root: Path, servers: contextlib.ExitStack) -> list[Store]:
+def open_stores(adapter: str, root: Path, servers: contextlib.ExitStack) -> list[StoreView]:
     """One empty store per serde (a server of its own for resp and s3: moto's loopback
     endpoint fixes the bucket's name)."""
-    stores: list[Store] = []
-    for serde in SERDES:
-        if adapter == "resp":
-            if why := missing_redis_server():
-                upstream_missing(why)
-            stores.append(RedisStore(servers.enter_context(RedisServer(root / f"redis-{serde}"))))
-        elif adapter == "s3":
-            if why := missing_moto():
-                upstream_missing(why)
-            stores.append(S3Store(servers.enter_context(MotoS3Server(root / f"moto-{serde}"))))
-        else:
-            stores.append(FileStore(root / serde))
-            (root / serde).mkdir()
-    return stores
-
-
-def spec_of(adapter: str, serde: str, store: Store, master_key: Path) -> str:
-    """The ``--l2-adapter`` JSON LMCache is given, and fsck after it."""
-    serdes = {
-        "none": {},
-        "fp8": {"serde": {"type": "fp8"}},
-        "aesgcm": {"serde": {"type": "aesgcm", "master_key_path": str(master_key)}},
-    }
-    return json.dumps({"type": adapter, **store.fields, **serdes[serde]})
+    try:
+        return [open_view(adapter, root / serde, servers) for serde in SERDES]
+    except StoreUnavailable as exc:
+        upstream_missing(str(exc))
 
 
 def fsck(spec: str, out: Path) -> tuple[int, dict[str, Any]]:
@@ -213,7 +102,7 @@ def totals_of(plan: list[PlannedObject], serde: str) -> dict[tuple[Any, ...], tu
     return totals
 
 
-def damage(store: Store, names: list[str], serde: str) -> dict[str, str]:
+def damage(store: StoreView, names: list[str], serde: str) -> dict[str, str]:
     """The five damages; the name -> rule fsck must report (the flipped byte only where the
     serde can know it)."""
     truncated, emptied, flipped, renamed = (
@@ -224,14 +113,15 @@ def damage(store: Store, names: list[str], serde: str) -> dict[str, str]:
     data = bytearray(store.get(flipped))
     data[len(data) // 2] ^= 0x04
     store.put(flipped, bytes(data))
-    store.put(store.foreign, b"another tool's object\n")
-    store.put(store.renamed, store.get(renamed))
+    foreign, renamed_to = FOREIGN, RENAMED_NAME.get(store.adapter, RENAMED_KEY)
+    store.put(foreign, b"another tool's object\n")
+    store.put(renamed_to, store.get(renamed))
     store.delete(renamed)
     want = {
         truncated: "STORE-SIZE",
         emptied: "STORE-EMPTY",
-        store.foreign: "STORE-FOREIGN",
-        store.renamed: "STORE-NAME",
+        foreign: "STORE-FOREIGN",
+        renamed_to: "STORE-NAME",
     }
     if serde == "aesgcm":
         want[flipped] = "STORE-AESGCM-TAG"
@@ -241,7 +131,7 @@ def damage(store: Store, names: list[str], serde: str) -> dict[str, str]:
 @dataclass(frozen=True)
 class Written:
     specs: list[str]
-    stores: list[Store]
+    stores: list[StoreView]
 
 
 @contextlib.contextmanager
@@ -252,7 +142,10 @@ def written(adapter: str, root: Path) -> Iterator[Written]:
     master_key.write_bytes(bytes(range(32)))
     with contextlib.ExitStack() as servers:
         stores = open_stores(adapter, root, servers)
-        specs = [spec_of(adapter, s, st, master_key) for s, st in zip(SERDES, stores, strict=True)]
+        specs = [
+            l2_adapter_spec(adapter, st.fields, serde, master_key)
+            for serde, st in zip(SERDES, stores, strict=True)
+        ]
         write_stores(specs, PLAN)
         yield Written(specs, stores)
 

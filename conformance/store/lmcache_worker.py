@@ -3,6 +3,7 @@ process of its own::
 
     python -m lmckv.conformance.store.lmcache_worker write PLAN.json OUT.json
     python -m lmckv.conformance.store.lmcache_worker read PLAN.json OUT.json
+    python -m lmckv.conformance.store.lmcache_worker probe PLAN.json OUT.jsonl
 
 It runs under an interpreter that has lmcache (and torch) installed. It imports only the
 standard library, torch and lmcache, so it can also be run by its path under an interpreter
@@ -27,6 +28,13 @@ store and object, whether L1 reserved it, and the sha256 and length of the bytes
 OUT.json reports, per store and object, hit or miss and whether the bytes equal those expected.
 Under the ``fp8`` serde the expected bytes are the written tensor cast to float8_e4m3fn and
 back: the serde is a plain cast.
+
+``probe`` reads objects of the one store of PLAN.json like ``read``, in ``sessions`` (lists of
+object indexes), each through a StorageManager of its own (so that what one session's damage
+does to an adapter's connections cannot reach another), from session ``start`` (0 when absent)
+on. It appends each object's line to OUT.jsonl as soon as it is known, and a line when the
+session is done, so that a worker that crashes or hangs has reported everything before. A
+read that raises is the outcome ``error`` with the exception's type and message.
 """
 
 from __future__ import annotations
@@ -34,11 +42,13 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +60,8 @@ L1_FLAGS = ["--l1-size-gb", "0.0625", "--no-l1-use-lazy", "--eviction-policy", "
 #: before a write counts as flushed.
 FLUSH_STABLE_S = 0.3
 FLUSH_POLL_S = 0.05
+#: Seconds ``probe`` waits, at its end, for its StorageManagers to close.
+CLOSE_WAIT_S = 10.0
 #: Scale of the seeded normal samples (so fp8's cast rounds visibly, without overflow).
 FILL_SCALE = 4.0
 
@@ -89,6 +101,8 @@ class Plan:
     specs: list[str]
     objects: list[PlanObject]
     timeout_s: float
+    start: int = 0
+    sessions: list[list[int]] = field(default_factory=list)
 
     @staticmethod
     def load(path: Path) -> Plan:
@@ -96,7 +110,11 @@ class Plan:
         raw = json.loads(path.read_text(encoding="utf-8"))
         objects = [PlanObject.from_json(o) for o in raw["objects"]]
         specs = [str(spec) for spec in raw["specs"]]
-        return Plan(specs=specs, objects=objects, timeout_s=float(raw["timeout_s"]))
+        sessions = [[int(i) for i in row] for row in raw.get("sessions", [])]
+        return Plan(
+            specs=specs, objects=objects, timeout_s=float(raw["timeout_s"]),
+            start=int(raw.get("start", 0)), sessions=sessions,
+        )  # fmt: skip
 
 
 def serde_type(spec: str) -> str:
@@ -152,13 +170,17 @@ def expected_read_bytes(obj: PlanObject, serde: str) -> bytes:
     return tensor_bytes(data)
 
 
-@contextmanager
-def storage_manager(spec: str) -> Iterator[Any]:
-    """A StorageManager built from the MP server's flags with ``--l2-adapter spec``; closed
-    on exit."""
+def build_manager(spec: str) -> Any:
+    """A StorageManager built from the MP server's flags with ``--l2-adapter spec``."""
     config = importlib.import_module("lmcache.v1.distributed.config")
     manager_module = importlib.import_module("lmcache.v1.distributed.storage_manager")
-    manager = manager_module.StorageManager(config.parse_args([*L1_FLAGS, "--l2-adapter", spec]))
+    return manager_module.StorageManager(config.parse_args([*L1_FLAGS, "--l2-adapter", spec]))
+
+
+@contextmanager
+def storage_manager(spec: str) -> Iterator[Any]:
+    """:func:`build_manager`, closed on exit."""
+    manager = build_manager(spec)
     try:
         yield manager
     finally:
@@ -214,11 +236,6 @@ def _layout_groups(objects: list[PlanObject]) -> dict[tuple[tuple[int, ...], str
     return groups
 
 
-def write(plan: Plan) -> dict[str, Any]:
-    """Write every object of ``plan`` into each store; what was written."""
-    return {"stores": [write_one(spec, plan) for spec in plan.specs]}
-
-
 def write_one(spec: str, plan: Plan) -> dict[str, Any]:
     """Write every object of ``plan`` through a StorageManager with ``spec``; what was written.
 
@@ -250,9 +267,58 @@ def _fill_reserved(obj: PlanObject, memory_obj: Any) -> dict[str, Any]:
     return {"reserved": memory_obj is not None, "sha256": digest, "nbytes": len(raw)}
 
 
-def read(plan: Plan) -> dict[str, Any]:
-    """Read back every object of ``plan`` from each store; what came back."""
-    return {"stores": [read_one(spec, plan) for spec in plan.specs]}
+def write(plan: Plan, out: Path) -> None:
+    """Write every object of ``plan`` into each store; OUT.json says what was written."""
+    result = {"stores": [write_one(spec, plan) for spec in plan.specs]}
+    out.write_text(json.dumps(result), encoding="utf-8")
+
+
+def read(plan: Plan, out: Path) -> None:
+    """Read back every object of ``plan`` from each store; OUT.json says what came back."""
+    result = {"stores": [read_one(spec, plan) for spec in plan.specs]}
+    out.write_text(json.dumps(result), encoding="utf-8")
+
+
+def probe(plan: Plan, out: Path) -> None:
+    """Read back the objects of ``plan``'s sessions from session ``start`` on, from its one
+    store, each session through a StorageManager of its own; one line of OUT.jsonl per
+    object, and one when a session's reads are done, each flushed as soon as it is known.
+
+    A StorageManager takes about 2 s to close (lmcache 0.5.6), so each closes in a thread of
+    its own while the next session reads; the worker waits CLOSE_WAIT_S at most for them
+    all, then ends."""
+    (spec,) = plan.specs
+    serde = serde_type(spec)
+    closing: list[threading.Thread] = []
+    try:
+        with out.open("a", encoding="utf-8") as lines:
+            for session in range(plan.start, len(plan.sessions)):
+                manager = build_manager(spec)
+                try:
+                    for index in plan.sessions[session]:
+                        row = _probe_one(manager, plan, index, serde)
+                        lines.write(json.dumps({"session": session, "index": index, **row}))
+                        lines.write("\n")
+                        lines.flush()
+                finally:
+                    closing.append(threading.Thread(target=manager.close, daemon=True))
+                    closing[-1].start()
+                lines.write(json.dumps({"session": session, "done": True}) + "\n")
+                lines.flush()
+    finally:
+        deadline = time.monotonic() + CLOSE_WAIT_S
+        for thread in closing:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def _probe_one(manager: Any, plan: Plan, index: int, serde: str) -> dict[str, Any]:
+    """One read of ``probe``: what :func:`_prefetch_and_compare` saw, or the error LMCache
+    raised (the observation)."""
+    try:
+        return _prefetch_and_compare(manager, plan.objects[index], index, plan.timeout_s, serde)
+    except Exception as exc:
+        text = f"{type(exc).__name__}: {exc}"[:300]
+        return {"outcome": "error", "hit": False, "exact": False, "error": text}
 
 
 def read_one(spec: str, plan: Plan) -> dict[str, Any]:
@@ -304,17 +370,18 @@ def _compare_hit(
     return {"outcome": "exact" if exact else "wrong-bytes", "hit": True, "exact": exact}
 
 
-ROLES: dict[str, Callable[[Plan], dict[str, Any]]] = {"write": write, "read": read}
+ROLES: dict[str, Callable[[Plan, Path], None]] = {"write": write, "read": read, "probe": probe}
 
 
 def main(argv: list[str]) -> int:
-    """``write|read PLAN.json OUT.json``; 2 on a usage error."""
+    """``write|read|probe PLAN.json OUT``; 2 on a usage error."""
     if len(argv) != 3 or argv[0] not in ROLES:
-        print(f"usage: lmcache_worker {{{'|'.join(ROLES)}}} PLAN.json OUT.json", file=sys.stderr)
+        print(f"usage: lmcache_worker {{{'|'.join(ROLES)}}} PLAN.json OUT", file=sys.stderr)
         return 2
     role, plan_path, out_path = argv
-    result = ROLES[role](Plan.load(Path(plan_path)))
-    Path(out_path).write_text(json.dumps(result), encoding="utf-8")
+    ROLES[role](Plan.load(Path(plan_path)), Path(out_path))
+    if role == "probe":  # every line is written; a manager that would not close is left
+        os._exit(0)
     return 0
 
 

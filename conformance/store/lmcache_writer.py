@@ -33,14 +33,20 @@ from lmckv.base import process_groups
 from ...reference_impl.keys import ObjectKey, object_key_to_filename, object_key_to_string
 from ...reference_impl.keys.kv_rank import compute_kv_rank
 from .servers import resp_line
+from .spec import FILE_ADAPTERS
 
 #: Bytes per element of the dtypes a plan may use (floating: the worker fills from randn).
 DTYPE_SIZES = {"bfloat16": 2, "float16": 2, "float32": 4}
-#: Adapters whose objects are files named in the FS form; the others use the string form.
-FILE_ADAPTERS = ("fs", "fs_native")
+#: Adapters whose objects are named in the string form (the file adapters: FILE_ADAPTERS).
 STRING_ADAPTERS = ("resp", "valkey", "s3")
 #: Seconds the worker waits for LMCache at each step (flush, each prefetch).
 STEP_TIMEOUT_S = 20.0
+#: :func:`probe_store`: seconds LMCache's wait gets per object (a damaged object of a few KiB
+#: is answered in milliseconds on loopback), a worker's start-up (imports, L1 allocation), and
+#: the slack per object beyond the wait before the worker counts as hung.
+PROBE_WAIT_S = 5.0
+PROBE_STARTUP_S = 60.0
+PROBE_SLACK_S = 5.0
 #: Seconds to reap a worker whose group was SIGKILLed.
 WORKER_REAP_S = 5.0
 #: The worker's file (:mod:`.lmcache_worker`), run by path (``python -P``, so its folder is
@@ -102,12 +108,16 @@ class WrittenObject:
 
 @dataclass(frozen=True)
 class ReadObject:
-    """A read-back of ``obj``: ``outcome`` is exact, wrong-bytes, miss or timeout."""
+    """A read-back of ``obj``: ``outcome`` is exact, wrong-bytes, miss or timeout (LMCache's
+    wait gave up), and for :func:`probe_store` also error (LMCache raised; ``detail`` says
+    what), hung (the worker outlived its bound on this object) or crashed (the worker died
+    on it; ``detail`` has its exit status)."""
 
     obj: PlannedObject
     outcome: str
     hit: bool
     exact: bool
+    detail: str = ""
 
 
 #: The default plan's models: one with '/' (escaped as -SEP- in file names), one without.
@@ -233,6 +243,79 @@ def read_back(
     return read_back_stores([spec], plan, python=python, timeout=timeout)[0]
 
 
+def probe_store(
+    spec: str,
+    plan: Sequence[PlannedObject],
+    sessions: Sequence[Sequence[int]],
+    *,
+    per_object_s: float = PROBE_WAIT_S,
+    python: str = sys.executable,
+) -> list[list[ReadObject]]:
+    """Read objects of ``plan`` back from the store of ``spec`` through LMCache, per session
+    (a list of plan indexes) through a StorageManager of its own, each prefetch bounded by
+    ``per_object_s``; per session, what each read gave. A worker that dies or hangs in a
+    session costs that session only: its unread objects are crashed or hung, and a fresh
+    worker goes on with the next session (at most one worker per session)."""
+    _check_plan(plan)
+    rows: dict[tuple[int, int], dict[str, Any]] = {}
+    start = 0
+    for _ in range(len(sessions)):
+        lines, ending = _probe_from(spec, plan, sessions, start, per_object_s, python)
+        for row in lines:
+            if "index" in row:
+                rows[int(row["session"]), int(row["index"])] = row
+        closed = {int(row["session"]) for row in lines if row.get("done")}
+        if not lines and ending["outcome"] == "crashed":
+            raise StoreWriteError(f"lmcache_worker probe read nothing: {ending['detail']}")
+        done = [s for s in range(start, len(sessions)) if s in closed]
+        unfinished = next((s for s in range(start, len(sessions)) if s not in closed), None)
+        if unfinished is None:
+            break
+        for index in sessions[unfinished]:
+            rows.setdefault((unfinished, index), {**ending, "hit": False, "exact": False})
+        start = max([unfinished, *done]) + 1
+        if start >= len(sessions):
+            break
+    return [
+        [_read_object(plan[i], rows.get((s, i))) for i in session]
+        for s, session in enumerate(sessions)
+    ]
+
+
+def _probe_from(
+    spec: str,
+    plan: Sequence[PlannedObject],
+    sessions: Sequence[Sequence[int]],
+    start: int,
+    per_object_s: float,
+    python: str,
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """One probe worker from session ``start`` on: the lines it reported, and how it ended
+    should it stop before its last session is done (crashed, or hung)."""
+    reads = sum(len(s) for s in sessions[start:])
+    budget = PROBE_STARTUP_S + reads * (per_object_s + PROBE_SLACK_S)
+    with tempfile.TemporaryDirectory(prefix="lmckv-probe-") as tmp:
+        work = Path(tmp)
+        _write_plan(work, [spec], plan, per_object_s, start=start, sessions=sessions)
+        argv = [python, "-P", str(WORKER_PATH), "probe", "plan.json", "out.jsonl"]
+        try:
+            status = _run_in_group(argv, work, budget)
+            log = (work / "worker.log").read_text(encoding="utf-8", errors="replace")
+            ending = {"outcome": "crashed", "detail": f"exit {status}: {log[-2000:]}"}
+        except StoreWriteError:
+            ending = {"outcome": "hung", "detail": f"no answer within {budget:.0f} s"}
+        out = work / "out.jsonl"
+        text = out.read_text(encoding="utf-8") if out.is_file() else ""
+    return [json.loads(line) for line in text.splitlines()], ending
+
+
+def _read_object(obj: PlannedObject, row: dict[str, Any] | None) -> ReadObject:
+    if row is None:
+        return ReadObject(obj, "hung", False, False, "never reached")
+    detail = str(row.get("detail") or row.get("error") or "")
+    return ReadObject(obj, str(row["outcome"]), bool(row["hit"]), bool(row["exact"]), detail)
+
+
 def missing_objects(spec: str, plan: Sequence[PlannedObject]) -> list[PlannedObject]:
     """The objects of ``plan`` that the store of ``spec`` does not hold, looked up from outside
     LMCache: a file of ``base_path`` (fs, fs_native) or ``EXISTS`` (resp). Other adapters are
@@ -264,9 +347,7 @@ def _run_worker(
     ``timeout``."""
     with tempfile.TemporaryDirectory(prefix=f"lmckv-{role}-") as tmp:
         work = Path(tmp)
-        objects = [o.to_json() for o in plan]
-        plan_json = {"specs": list(specs), "objects": objects, "timeout_s": STEP_TIMEOUT_S}
-        (work / "plan.json").write_text(json.dumps(plan_json), encoding="utf-8")
+        _write_plan(work, specs, plan, STEP_TIMEOUT_S)
         argv = [python, "-P", str(WORKER_PATH), role, "plan.json", "out.json"]
         returncode = _run_in_group(argv, work, timeout)
         out = work / "out.json"
@@ -275,6 +356,23 @@ def _run_worker(
             raise StoreWriteError(f"lmcache_worker {role} exited {returncode}:\n{log[-4000:]}")
         result = json.loads(out.read_text(encoding="utf-8"))
         return [store["objects"] for store in result["stores"]]
+
+
+def _write_plan(
+    work: Path,
+    specs: Sequence[str],
+    plan: Sequence[PlannedObject],
+    wait_s: float,
+    *,
+    start: int = 0,
+    sessions: Sequence[Sequence[int]] = (),
+) -> None:
+    """The worker's PLAN.json in ``work``."""
+    doc = {
+        "specs": list(specs), "objects": [o.to_json() for o in plan], "timeout_s": wait_s,
+        "start": start, "sessions": [list(s) for s in sessions],
+    }  # fmt: skip
+    (work / "plan.json").write_text(json.dumps(doc), encoding="utf-8")
 
 
 def _run_in_group(argv: list[str], cwd: Path, timeout: float) -> int:
