@@ -666,6 +666,39 @@ _RULES: tuple[Rule, ...] = (
         "writer.",
     ),
     Rule("STORE-READ", MUST, "Every listed object that is still there can be read."),
+    # -- reading a damaged store through an adapter ---------------------------------------
+    Rule(
+        "STORE-LOAD-SIZE",
+        MUST,
+        "An object whose size is not the one its serde gives the layout (cut, emptied, grown) "
+        "is read as a miss or a typed error, within the read's bound; never a hit.",
+    ),
+    Rule(
+        "STORE-LOAD-CHANGED",
+        MUST,
+        "An object with a changed byte is a miss where the serde can tell (aesgcm's tag); "
+        "where it cannot (none, fp8), the read still ends within its bound.",
+    ),
+    Rule("STORE-LOAD-MISSING", MUST, "A missing object is a miss, within the read's bound."),
+    Rule(
+        "STORE-LOAD-KEY",
+        SHOULD,
+        "Another key's object stored under an object's name is not served under it where the "
+        "serde authenticates (aesgcm); elsewhere the read still ends within its bound.",
+    ),
+    Rule("STORE-LOAD-TEMP", MUST, "An unfinished write (.tmp) is never served: a miss."),
+    Rule(
+        "STORE-LOAD-DROP",
+        MUST,
+        "A connection dropped while an object is on its way makes that read a miss, a typed "
+        "error or an exact hit (fetched again), within its bound; never other bytes.",
+    ),
+    Rule(
+        "STORE-LOAD-NEIGHBOURS",
+        MUST,
+        "Damage to some objects of a store never costs an intact one its exact hit, before "
+        "or after the damaged ones are read (a dropped connection included).",
+    ),
 )
 
 RULES: dict[str, Rule] = {rule.id: rule for rule in _RULES}

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import importlib.util
 import logging
 import sys
 import types
@@ -196,7 +197,7 @@ def load_upstream(name: str = "upstream") -> PythonDriver:
     # upstream's decode wraps the immutable input in torch.frombuffer and warns about it
     warnings.filterwarnings("ignore", message="The given buffer is not writable")
     version = installed_version()
-    return PythonDriver(
+    driver = PythonDriver(
         name,
         kv_codec,
         _protocol_namespace(),
@@ -205,6 +206,15 @@ def load_upstream(name: str = "upstream") -> PythonDriver:
         label=f"lmcache {version}",
         serde=_serde_module(),
     )
+    if importlib.util.find_spec(STORAGE_MANAGER) is not None:
+        driver.info.capabilities.append(L2_ADAPTERS)
+    return driver
+
+
+#: The capability of a release whose L2 adapters the suite drives (test_store_load.py), and
+#: the module that gives it: LMCache's StorageManager, which the suite's workers build.
+L2_ADAPTERS = "store.l2-adapters"
+STORAGE_MANAGER = "lmcache.v1.distributed.storage_manager"
 
 
 #: Where releases keep the AsymK16V8 serdes (0.5.6 and 0.5.7rc2: this module; neither

@@ -1,0 +1,156 @@
+"""One adapter's fault run: per serde, a store written by LMCache's StorageManager, damaged
+from outside (:mod:`.faults`), then read back through LMCache in fresh processes
+(:func:`.lmcache_writer.probe_store`); the servers' stores are read through a
+:class:`.drop_proxy.DropProxy` that cuts the connection while the ``dropped`` target is on
+its way. What each read gave is the observation the suite judges (SPEC.md "Reading a damaged
+store"). The same run checks the adapter's names both ways (:mod:`.name_plan`)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+from .drop_proxy import DropProxy
+from .faults import FAULTS, SERDES, SERVER_ADAPTERS, TARGET, damage, fault_plan, session
+from .lmcache_worker import PlanObject, fill, tensor_bytes
+from .lmcache_writer import (
+    PlannedObject,
+    ReadObject,
+    expected_names,
+    probe_store,
+    write_stores,
+)
+from .name_plan import by_lmcache, by_lmckv
+from .views import StoreView, l2_adapter_spec, open_view
+
+#: Bytes of the aesgcm master key file (any 32 bytes: only its use matters).
+MASTER_KEY = bytes(range(32))
+#: The session label of the objects lmckv wrote under the reference's names.
+SERVED = "served"
+
+
+@dataclass(frozen=True)
+class AdapterRun:
+    """One adapter's run: per serde, what its damaged store served; the names LMCache gave
+    the objects of :func:`.name_plan.by_lmcache` (listed from the store, before any damage)
+    beside the reference's; what LMCache served of the objects lmckv wrote under the
+    reference's names (:func:`.name_plan.by_lmckv`, in the store without a serde)."""
+
+    adapter: str
+    stores: dict[str, StoreRun]
+    names_expected: list[str]
+    names_listed: list[str]
+    served: list[ReadObject]
+
+
+@dataclass(frozen=True)
+class StoreRun:
+    """What one damaged store of ``adapter`` with ``serde`` served: per fault, the reads of
+    its session (:func:`.faults.session`), and how many connections the proxy cut."""
+
+    adapter: str
+    serde: str
+    sessions: dict[str, list[ReadObject]]
+    drops: int
+
+
+def request_needle(adapter: str, name: str) -> bytes:
+    """How the name of an object appears in the adapter's request for it: the raw key in a
+    RESP command, the URL-quoted key in an S3 request path."""
+    return quote(name).encode() if adapter == "s3" else name.encode()
+
+
+def run_adapter(adapter: str, *, python: str = sys.executable) -> AdapterRun:
+    """Write, name-check, damage and read back one store of ``adapter`` per serde.
+    :class:`.views.StoreUnavailable` when a store cannot be opened here,
+    :class:`.lmcache_writer.StoreWriteError` when LMCache cannot write it."""
+    plan, named, foreign = fault_plan(), by_lmcache(), by_lmckv()
+    written = [*plan, *named]
+    with (
+        tempfile.TemporaryDirectory(prefix=f"lmckv-faults-{adapter}-") as tmp,
+        contextlib.ExitStack() as servers,
+    ):
+        root = Path(tmp)
+        master_key = root / "master.key"
+        master_key.write_bytes(MASTER_KEY)
+        views = {serde: open_view(adapter, root / serde, servers) for serde in SERDES}
+        specs = {s: l2_adapter_spec(adapter, v.fields, s, master_key) for s, v in views.items()}
+        write_stores(list(specs.values()), written, python=python)
+        raw = views["none"]
+        listed = sorted(set(raw.sizes()) - set(expected_names(adapter, plan)))
+        for obj, name in zip(foreign, expected_names(adapter, foreign), strict=True):
+            raw.put(name, raw_bytes(obj))
+        names = expected_names(adapter, plan)
+        for serde, view in views.items():
+            damage(view, names, serde, adapter)
+        everything = [*written, *foreign]
+        stores = {
+            serde: _read_damaged(adapter, serde, views[serde], everything, master_key, python)
+            for serde in SERDES
+        }
+    served = stores["none"].sessions.pop(SERVED)
+    return AdapterRun(adapter, stores, expected_names(adapter, named), listed, served)
+
+
+def raw_bytes(obj: PlannedObject) -> bytes:
+    """What a store without a serde holds for ``obj``: its layout's bytes, filled from its
+    seed as LMCache's writer fills them (:func:`.lmcache_worker.fill`)."""
+    return tensor_bytes(fill(PlanObject.from_json(obj.to_json())))
+
+
+def _read_damaged(
+    adapter: str,
+    serde: str,
+    view: StoreView,
+    plan: list[PlannedObject],
+    master_key: Path,
+    python: str,
+) -> StoreRun:
+    """Each fault's session, and for the store without a serde the session of the objects
+    lmckv named (:data:`SERVED`); the server stores through a proxy that cuts the
+    ``dropped`` target's transfer."""
+    faults = [f for f in FAULTS if f.applies(adapter)]
+    sessions = [session(f) for f in faults]
+    if serde == "none":
+        sessions.append(list(range(len(fault_plan()) + len(by_lmcache()), len(plan))))
+    labels = [f.name for f in faults] + ([SERVED] if serde == "none" else [])
+    if adapter not in SERVER_ADAPTERS or view.port is None:
+        spec = l2_adapter_spec(adapter, view.fields, serde, master_key)
+        reads = probe_store(spec, plan, sessions, python=python)
+        return StoreRun(adapter, serde, dict(zip(labels, reads, strict=True)), drops=0)
+    target = expected_names(adapter, plan)[TARGET["dropped"]]
+    cut_after = len(view.get(target)) // 2
+    with DropProxy(view.port, request_needle(adapter, target), cut_after) as proxy:
+        spec = l2_adapter_spec(adapter, view.with_port(proxy.port), serde, master_key)
+        reads = probe_store(spec, plan, sessions, python=python)
+        return StoreRun(adapter, serde, dict(zip(labels, reads, strict=True)), proxy.drops)
+
+
+def main(argv: list[str]) -> int:
+    """``python -m lmckv.conformance.store.fault_run ADAPTER``: the run as JSON on stdout
+    (for a look by hand)."""
+    (adapter,) = argv
+    run = run_adapter(adapter)
+    doc = {
+        "names_missing": sorted(set(run.names_expected) - set(run.names_listed)),
+        "names_unexpected": sorted(set(run.names_listed) - set(run.names_expected)),
+        "served": [r.outcome for r in run.served],
+        "stores": {
+            serde: {
+                "drops": store.drops,
+                "sessions": {f: [r.outcome for r in reads] for f, reads in store.sessions.items()},
+            }
+            for serde, store in run.stores.items()
+        },
+    }
+    print(json.dumps(doc, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
