@@ -10,6 +10,7 @@ from pathlib import Path
 
 from lmckv.base.resources import package_path
 
+from .adapter_section import adapter_section
 from .bench_section import accuracy_section, comparison_section, throughput_section
 from .conformance_section import interop_section, matrix_section
 from .e2e_section import e2e_section
@@ -45,6 +46,7 @@ def build(
     _progress("conformance sections")
     conformance = matrix_section(inputs, out, spec_href)
     interop = interop_section(inputs, out)
+    adapters = adapter_section(inputs, out, spec_href)
     # Only with --releases: the page of a plain run keeps its sections.
     release_table = [releases_section(releases, out)] if releases is not None else []
     store_table = [store_section(stores, out)] if stores else []
@@ -67,7 +69,8 @@ def build(
     )
     server_load = server_load_section(inputs, out)
     sections = [summary, e2e, accuracy, throughput, *([server_load] if server_load else [])]
-    sections += [conformance, interop, *release_table, *store_table]
+    sections += [conformance, interop, *([adapters] if adapters else [])]
+    sections += [*release_table, *store_table]
     sections += [comparison, environment]
     index = out.path("index.html")
     index.write_text(page(TITLE, subtitle, sections), encoding="utf-8")

@@ -1,0 +1,104 @@
+"""The adapter x serde x fault matrix: what each L2 adapter of a release served from a damaged
+store (the suite's ``test_store_load`` tests; SPEC.md "Reading a damaged store")."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from .conformance_section import LABEL, SEVERITY, spec_link
+from .html import OUTCOME_CLASS, Section, note, outcome_legend, paragraph, table
+from .inputs import ReportInputs
+from .output import Output
+
+#: The tests the matrix is made of, and the serdes in column order.
+TEST = "test_store_load.py::test_store_load["
+SERDE_ORDER = ("none", "fp8", "aesgcm")
+TITLE = "L2 adapters × serde × fault"
+
+
+def adapter_cells(tests: pd.DataFrame) -> pd.DataFrame:
+    """One row per implementation, adapter, serde, fault and judged read (target or
+    neighbours) of the store-load tests, with its rule, outcome and observation."""
+    rows = []
+    for _, t in tests.iterrows():
+        test_id = str(t["id"])
+        if TEST not in test_id:
+            continue
+        params = test_id.split(TEST, 1)[1].rstrip("]")
+        impl = str(t["impl"])
+        adapter, serde, rest = params.removeprefix(f"{impl}-").split("-", 2)
+        fault, judged = rest.rsplit("-", 1)
+        observed = t.get("observed")
+        rows.append(
+            {
+                "impl": impl, "adapter": adapter, "serde": serde, "fault": fault,
+                "judged": judged, "rule": t["rule"], "outcome": t["outcome"],
+                "observed": observed if isinstance(observed, str) else "",
+            }
+        )  # fmt: skip
+    columns = ["impl", "adapter", "serde", "fault", "judged", "rule", "outcome", "observed"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _worst(outcomes: list[str]) -> str:
+    return min(outcomes, key=lambda o: SEVERITY.index(o) if o in SEVERITY else len(SEVERITY))
+
+
+def _cell(group: pd.DataFrame) -> tuple[str, str]:
+    """A matrix cell: what the damaged object's read gave, the intact objects' reads when
+    they were not plain hits, and the worst outcome of its tests."""
+    target = group[group["judged"] == "target"]
+    near = group[group["judged"] == "neighbours"]
+    seen = target["observed"].iloc[0] if not target.empty else "—"
+    text = f"{seen or '—'}"
+    worst = _worst(list(group["outcome"]))
+    if worst != "pass":
+        text += f" ({LABEL[worst]})"
+    if not near.empty and near["observed"].iloc[0] not in ("", "exact, exact, exact"):
+        text += f"; intact: {near['observed'].iloc[0]}"
+    return text, OUTCOME_CLASS.get(worst, "")
+
+
+def adapter_section(inputs: ReportInputs, out: Output, spec_href: str) -> Section | None:
+    """The matrix, or None when the conformance results hold no store-load tests."""
+    if not inputs.conformance:
+        return None
+    cells = adapter_cells(inputs.conformance_table("tests"))
+    if cells.empty:
+        return None
+    out.csv(cells, "adapter_matrix.csv")
+    shown_rows: list[dict[str, str]] = []
+    classes: dict[str, list[str]] = {s: [] for s in SERDE_ORDER}
+    for (impl, adapter, fault), group in cells.groupby(["impl", "adapter", "fault"], sort=False):
+        target_rule = group[group["judged"] == "target"]["rule"]
+        rule = str(target_rule.iloc[0]) if not target_rule.empty else ""
+        row = {
+            "implementation": str(impl), "adapter": str(adapter), "fault": str(fault),
+            "rule": spec_link(spec_href, "#" + rule.lower()) if rule else "—",
+        }  # fmt: skip
+        for serde in SERDE_ORDER:
+            part = group[group["serde"] == serde]
+            text, css = _cell(part) if not part.empty else ("not run", "o-skip")
+            row[serde] = text
+            classes[serde].append(css)
+        shown_rows.append(row)
+    frame = pd.DataFrame(shown_rows)
+    body = (
+        paragraph(
+            "Each cell: what LMCache served when the fault's object was read back through the "
+            "adapter with the serde (exact, wrong-bytes, miss, timeout, error), then the intact "
+            "objects read before and after it when they were not all exact hits. A raw or fp8 "
+            "store cannot see a changed byte or another key's object (its cells pass while "
+            "serving them); aesgcm sees a changed byte. Colour: the worst outcome of the cell's "
+            "tests."
+        )
+        + outcome_legend()
+        + table(
+            frame,
+            cell_class={s: pd.Series(classes[s]) for s in SERDE_ORDER},
+            raw_columns=frozenset({"rule"}),
+        )
+    )
+    if frame.empty:
+        body = note("no store-load tests ran")
+    return Section("adapters", TITLE, body)
