@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
+from lmckv.base.untrusted_text import safe_streams
 from lmckv.extras import missing_extra_message
 
 EXIT_USAGE = 2
@@ -112,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``lmckv`` console script; returns the exit status."""
     args_in = list(sys.argv[1:] if argv is None else argv)
+    safe_streams()  # a file's name or a peer's text never crashes the output
     if not args_in or args_in[0] not in COMMANDS:
         try:
             build_parser().parse_args(args_in)

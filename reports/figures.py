@@ -14,7 +14,6 @@ from typing import Literal, cast
 import matplotlib
 
 matplotlib.use("Agg")
-
 import matplotlib.pyplot as plt
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +28,10 @@ from matplotlib.patches import Patch
 from ..bench.common.scopes import CALIBRATED_EXTERNAL, scope_rank
 from ..reference_impl.kv_codec.header_fields import ScaleScope
 from .inputs import SCALE_SCOPES
+
+# Labels carry names from results files (models, implementations, stores): text, never
+# mathtext, so that a "$" in a name can neither break a figure nor render as a formula.
+matplotlib.rcParams["text.parse_math"] = False
 
 OP_ORDER = [
     "encode",

@@ -23,9 +23,10 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from lmckv.base.untrusted_text import shown
+
 from ..store.framing import KeyFileError
 from ..store.fsck import Report, Settings, check_store, close_sources, default_jobs
-from ..store.names import shown
 from ..store.sizes import DEFAULT_CHUNK_TOKENS
 from ..store.sources import StoreUnreachable
 from ..store.spec import (

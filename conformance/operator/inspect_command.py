@@ -12,6 +12,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from lmckv.base.untrusted_text import shown
+
 from ...reference_impl.kv_codec.blob_file import BlobFileError
 from ...reference_impl.kv_codec.inspection import inspect_file
 
@@ -20,7 +22,7 @@ EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
 
 def format_table(record: dict[str, Any]) -> str:
     """The human-readable form of one ``inspect_file`` record."""
-    lines = [record["path"]]
+    lines = [shown(record["path"])]
     if not record["valid"]:
         rule = f" [{record['rule']}]" if record["rule"] else ""
         lines.append(f"  INVALID{rule}  {record['error']}: {record['message']}")

@@ -12,8 +12,9 @@ same string: a name two keys could share, or one no key writes, is no object's.
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Callable
+
+from lmckv.base.untrusted_text import shown
 
 from ...reference_impl.keys import (
     KeyFormatError,
@@ -58,20 +59,3 @@ def key_of(adapter: str, name: str, key_prefix: str = "") -> tuple[ObjectKey | N
 def is_object_file(name: str) -> bool:
     """Whether a file in an fs store's directory is named like an object (``.data``)."""
     return name.endswith(FILE_EXT)
-
-
-def shown(name: str) -> str:
-    """``name`` as data in one line of text: quoted, with every character that is not
-    printable (controls, line and bidi marks, undecodable bytes) escaped, so that a name from
-    a store can neither break the output nor forge a line in it."""
-    out = []
-    for ch in name:
-        if 0xDC80 <= ord(ch) <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape)
-            out.append(f"\\x{ord(ch) - 0xDC00:02x}")
-        elif ch == "\\" or ch == '"':
-            out.append("\\" + ch)
-        elif ch.isprintable() and unicodedata.category(ch) not in ("Cf", "Zl", "Zp"):
-            out.append(ch)
-        else:
-            out.append(ch.encode("unicode_escape").decode("ascii"))
-    return '"' + "".join(out) + '"'

@@ -24,6 +24,8 @@ from collections.abc import Callable
 
 import pytest
 
+from lmckv.base.untrusted_text import shown
+
 from ..core import observations
 from ..drivers.base import Driver
 from ..store.fault_run import AdapterRun, run_adapter
@@ -40,7 +42,6 @@ from ..store.faults import (
     verdict,
 )
 from ..store.lmcache_writer import StoreWriteError
-from ..store.names import shown
 from ..store.views import StoreUnavailable
 from .verdicts import require
 

@@ -7,6 +7,8 @@ from typing import Any
 import pytest
 import torch
 
+from lmckv.base.untrusted_text import bare
+
 from ..core import observations
 from ..core.error_names import is_raw, matches
 from ..drivers.base import Driver
@@ -21,7 +23,9 @@ def require(impl: Driver, *capabilities: str) -> None:
 
 
 def _error_text(res: dict[str, Any]) -> str:
-    return f"{res.get('error')}: {res.get('message', '')}"
+    # The error and message come from the implementation: data on one line (a testee's
+    # message may hold line breaks or terminal escapes).
+    return f"{bare(str(res.get('error')))}: {bare(str(res.get('message', '')))}"
 
 
 def expect_ok(res: dict[str, Any], what: str) -> dict[str, Any]:
