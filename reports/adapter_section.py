@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..conformance.store.faults import ADAPTERS, FAULTS, SERDES, can_know
 from .conformance_section import LABEL, SEVERITY, spec_link
 from .html import OUTCOME_CLASS, Section, note, outcome_legend, paragraph, table
 from .inputs import ReportInputs
 from .output import Output
 
-#: The tests the matrix is made of, and the serdes in column order.
+#: The tests the matrix is made of.
 TEST = "test_store_load.py::test_store_load["
-SERDE_ORDER = ("none", "fp8", "aesgcm")
 TITLE = "L2 adapters × serde × fault"
+FAULT_ORDER = {f.name: i for i, f in enumerate(FAULTS)}
+BY_FAULT = {f.name: f for f in FAULTS}
 
 
 def adapter_cells(tests: pd.DataFrame) -> pd.DataFrame:
@@ -44,13 +46,16 @@ def _worst(outcomes: list[str]) -> str:
     return min(outcomes, key=lambda o: SEVERITY.index(o) if o in SEVERITY else len(SEVERITY))
 
 
-def _cell(group: pd.DataFrame) -> tuple[str, str]:
-    """A matrix cell: what the damaged object's read gave, the intact objects' reads when
-    they were not plain hits, and the worst outcome of its tests."""
+def _cell(group: pd.DataFrame, fault: str, serde: str) -> tuple[str, str]:
+    """A matrix cell: what the damaged object's read gave (marked when the serde cannot tell
+    the damage), the intact objects' reads when they were not plain hits, and the worst
+    outcome of its tests."""
     target = group[group["judged"] == "target"]
     near = group[group["judged"] == "neighbours"]
     seen = target["observed"].iloc[0] if not target.empty else "—"
     text = f"{seen or '—'}"
+    if seen == "wrong-bytes" and fault in BY_FAULT and not can_know(BY_FAULT[fault], serde):
+        text += " (undetectable here)"
     worst = _worst(list(group["outcome"]))
     if worst != "pass":
         text += f" ({LABEL[worst]})"
@@ -67,18 +72,28 @@ def adapter_section(inputs: ReportInputs, out: Output, spec_href: str) -> Sectio
     if cells.empty:
         return None
     out.csv(cells, "adapter_matrix.csv")
+    ran = cells.groupby("impl")["outcome"].apply(lambda o: bool((o != "skip").any()))
+    skipped = sorted(str(i) for i, any_run in ran.items() if not any_run)
+    cells = cells[cells["impl"].isin([i for i, any_run in ran.items() if any_run])]
+    order = cells.assign(
+        a=cells["adapter"].map({a: i for i, a in enumerate(ADAPTERS)}).fillna(len(ADAPTERS)),
+        f=cells["fault"].map(FAULT_ORDER).fillna(len(FAULT_ORDER)),
+    ).sort_values(["impl", "a", "f"], kind="stable")
+    impls = inputs.conformance_table("impls")
+    version = {str(n): str(v) for n, v in zip(impls["name"], impls["version"], strict=True) if v}
     shown_rows: list[dict[str, str]] = []
-    classes: dict[str, list[str]] = {s: [] for s in SERDE_ORDER}
-    for (impl, adapter, fault), group in cells.groupby(["impl", "adapter", "fault"], sort=False):
+    classes: dict[str, list[str]] = {s: [] for s in SERDES}
+    for (impl, adapter, fault), group in order.groupby(["impl", "adapter", "fault"], sort=False):
         target_rule = group[group["judged"] == "target"]["rule"]
         rule = str(target_rule.iloc[0]) if not target_rule.empty else ""
         row = {
-            "implementation": str(impl), "adapter": str(adapter), "fault": str(fault),
+            "implementation": f"{impl} {version.get(str(impl), '')}".strip(),
+            "adapter": str(adapter), "fault": str(fault),
             "rule": spec_link(spec_href, "#" + rule.lower()) if rule else "—",
         }  # fmt: skip
-        for serde in SERDE_ORDER:
+        for serde in SERDES:
             part = group[group["serde"] == serde]
-            text, css = _cell(part) if not part.empty else ("not run", "o-skip")
+            text, css = _cell(part, str(fault), serde) if not part.empty else ("not run", "o-skip")
             row[serde] = text
             classes[serde].append(css)
         shown_rows.append(row)
@@ -95,10 +110,12 @@ def adapter_section(inputs: ReportInputs, out: Output, spec_href: str) -> Sectio
         + outcome_legend()
         + table(
             frame,
-            cell_class={s: pd.Series(classes[s]) for s in SERDE_ORDER},
+            cell_class={s: pd.Series(classes[s]) for s in SERDES},
             raw_columns=frozenset({"rule"}),
         )
     )
+    if skipped:
+        body += note(f"not run for {', '.join(skipped)}: no L2 adapters to drive (skipped)")
     if frame.empty:
         body = note("no store-load tests ran")
     return Section("adapters", TITLE, body)
