@@ -11,7 +11,6 @@ traceback from deep inside pandas.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from lmckv.base.schemas import (
     schema,
     validate,
 )
+from lmckv.base.untrusted_json import JSONLimits, UntrustedJSONError, loads, read_bounded
 
 from ..bench.common.rows import BenchFile, UnknownKinds, VersionMismatch, parse
 from ..bench.common.scopes import SCOPE_NAMES
@@ -274,6 +274,24 @@ def load_conformance(path: Path, document: Any) -> ConformanceRun:
     return ConformanceRun(path=path, meta=meta, tables=tables)
 
 
+#: What a results file may hold (lmckv/base/untrusted_json.py): a full conformance run is a
+#: few MB; NaN as Python's json writes it.
+RESULTS_LIMITS = JSONLimits(
+    max_bytes=256 << 20, max_items=20_000_000, max_string_chars=16 << 20, allow_nan=True
+)
+
+
+def _json_or_none(text: str, what: str) -> Any:
+    """``text`` parsed within RESULTS_LIMITS; None when it is not JSON; a ReportInputError
+    when it is JSON past a limit (a bomb is refused, not guessed at)."""
+    try:
+        return loads(text, RESULTS_LIMITS, what=what)
+    except UntrustedJSONError as exc:
+        if exc.limit is None:
+            return None
+        raise ReportInputError(str(exc)) from None
+
+
 def load_results(path: Path) -> BenchRun | ConformanceRun:
     """Detect a results file by content and parse it.
 
@@ -281,21 +299,15 @@ def load_results(path: Path) -> BenchRun | ConformanceRun:
     Conformance results: the whole file is one JSON object with a ``"tests"`` key.
     """
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_bounded(path, RESULTS_LIMITS.max_bytes).decode("utf-8")
+    except (OSError, UnicodeDecodeError, UntrustedJSONError) as exc:
         raise ReportInputError(f"{path}: cannot read ({exc})") from None
     lines = text.splitlines()
     first = next((line for line in lines if line.strip()), "")
-    try:
-        first_record = json.loads(first)
-    except json.JSONDecodeError:
-        first_record = None
+    first_record = _json_or_none(first, f"{path} line 1")
     if isinstance(first_record, dict) and first_record.get("kind") == "header":
         return load_bench(path, lines)
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError:
-        document = None
+    document = _json_or_none(text, str(path))
     if isinstance(document, dict) and "tests" in document:
         return load_conformance(path, document)
     raise ReportInputError(

@@ -8,14 +8,16 @@ and the per-release results files it names (paths relative to it).
 from __future__ import annotations
 
 import itertools
-import json
 from html import escape
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from lmckv.base.untrusted_json import load_path
+
 from .html import Section, note, paragraph, table
+from .inputs import RESULTS_LIMITS
 from .output import Output
 
 SECTION_ID = "releases"
@@ -37,7 +39,7 @@ class ReleasesInputError(ValueError):
 def load_releases(path: Path) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
     """releases.json and, per release, the upstream tests of its results file."""
     try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
+        summary = load_path(path, RESULTS_LIMITS)
     except (OSError, ValueError) as exc:
         raise ReleasesInputError(f"{path}: {exc}") from None
     if not isinstance(summary, dict) or summary.get("kind") != "lmckv-releases":
@@ -45,7 +47,7 @@ def load_releases(path: Path) -> tuple[dict[str, Any], dict[str, list[dict[str, 
     tests: dict[str, list[dict[str, Any]]] = {}
     for version, name in summary.get("results", {}).items():
         try:
-            document = json.loads((path.parent / name).read_text(encoding="utf-8"))
+            document = load_path(path.parent / name, RESULTS_LIMITS)
         except (OSError, ValueError) as exc:
             raise ReleasesInputError(f"{path.parent / name}: {exc}") from None
         tests[version] = [

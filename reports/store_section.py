@@ -8,13 +8,13 @@ Input: the fsck report (schema ``fsck``, SPEC.md "A store"), validated before it
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from lmckv.base.schemas import SchemaError, validate
+from lmckv.base.untrusted_json import JSONLimits, load_path
 
 from .html import Section, note, paragraph, table
 from .output import Output
@@ -25,15 +25,19 @@ TITLE = "Stores"
 SHOWN_PROBLEMS = 50
 
 
+#: What an fsck report may hold (lmckv/base/untrusted_json.py).
+REPORT_LIMITS = JSONLimits(max_bytes=64 << 20)
+
+
 class StoreInputError(ValueError):
     """An fsck report that cannot be read or is not one."""
 
 
 def load_fsck(path: Path) -> dict[str, Any]:
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = load_path(path, REPORT_LIMITS)
         validate(document, "fsck")
-    except (OSError, ValueError, RecursionError) as exc:
+    except (OSError, ValueError) as exc:  # UntrustedJSONError and SchemaError included
         detail = exc.at(str(path)) if isinstance(exc, SchemaError) else exc
         raise StoreInputError(f"{path}: not an lmckv fsck report: {detail}") from None
     return dict(document)

@@ -30,6 +30,7 @@ from lmckv.base.schemas import (
     enum,
     validate,
 )
+from lmckv.base.untrusted_json import JSONLimits, UntrustedJSONError, loads, read_bounded
 
 from .machine import machine_id
 from .scopes import SCOPE_NAMES
@@ -201,10 +202,16 @@ def read(path: Path, *, unknown: UnknownKinds) -> BenchFile:
     """Read and validate a results file (see :func:`parse`); an unreadable file is a
     SchemaError naming it."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_bounded(path, FILE_MAX_BYTES).decode("utf-8")
+    except (OSError, UnicodeDecodeError, UntrustedJSONError) as exc:
         raise SchemaError("bench-row", "$", f"cannot read ({exc})", location=str(path)) from None
     return parse(path, text.splitlines(), unknown=unknown)
+
+
+#: What one bench row may hold (lmckv/base/untrusted_json.py); NaN as Python's json writes
+#: it. A results file holds at most FILE_MAX_BYTES.
+ROW_LIMITS = JSONLimits(max_bytes=16 << 20, allow_nan=True)
+FILE_MAX_BYTES = 256 << 20
 
 
 def parse(path: Path, lines: Iterable[str], *, unknown: UnknownKinds) -> BenchFile:
@@ -221,8 +228,8 @@ def parse(path: Path, lines: Iterable[str], *, unknown: UnknownKinds) -> BenchFi
             continue
         where = f"{path}:{lineno}"
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
+            record = loads(line, ROW_LIMITS, what="a bench row")
+        except UntrustedJSONError as exc:
             raise SchemaError("bench-row", "$", f"not JSON ({exc})", location=where) from None
         if not isinstance(record, dict) or "kind" not in record:
             raise SchemaError(

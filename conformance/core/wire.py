@@ -12,6 +12,8 @@ import json
 from enum import Enum
 from typing import Any
 
+from lmckv.base.untrusted_json import JSONLimits, UntrustedJSONError, loads
+
 PROTOCOL_VERSION = 1
 
 
@@ -253,12 +255,22 @@ def dumps_line(fields: dict[str, Any]) -> str:
     return json.dumps(to_wire(fields), sort_keys=True, separators=(",", ":")) + "\n"
 
 
-def loads_line(line: str) -> dict[str, Any]:
-    """Parse one line sent by the other side."""
+#: What one line from the other side may hold (lmckv/base/untrusted_json.py): as many bytes
+#: as the harness reads for a reply line (MAX_REPLY_LINE), a blob's hex in one string, no
+#: deeper nesting or longer numbers than any operation's fields need; NaN and infinities as
+#: ``dumps_line`` writes them (Python's json does).
+LINE_LIMITS = JSONLimits(
+    max_bytes=256 << 20, max_depth=16, max_number_chars=40, max_string_chars=256 << 20,
+    allow_nan=True,
+)  # fmt: skip
+
+
+def loads_line(line: str | bytes) -> dict[str, Any]:
+    """Parse one line sent by the other side, within :data:`LINE_LIMITS`."""
     try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise WireError(f"not a JSON line: {exc}: {line[:200]!r}") from None
+        obj = loads(line, LINE_LIMITS, what="a wire line")
+    except UntrustedJSONError as exc:
+        raise WireError(f"not a JSON line lmckv accepts: {exc}") from None
     if not isinstance(obj, dict):
         raise WireError(f"a line must hold one JSON object: {line[:200]!r}")
     return from_wire(obj)

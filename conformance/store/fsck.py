@@ -29,6 +29,8 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from lmckv.base.untrusted_text import shown
+
 from ...reference_impl.keys import ObjectKey
 from ...reference_impl.keys.kv_rank import split_kv_rank
 from ...reference_impl.kv_codec import CodecError
@@ -40,7 +42,7 @@ from .framing import (
     detect_serde,
     payload_size,
 )
-from .names import key_of, shown
+from .names import key_of
 from .sizes import DEFAULT_CHUNK_TOKENS, Group, SizeLearner, SizeRule
 from .sources import Entry, ObjectGone, ObjectUnreadable, Source, StoreUnreachable, open_source
 from .spec import SerdeSpec, StoreSpec

@@ -13,11 +13,12 @@ Every refusal is a :class:`StoreSpecError` with one line saying what is wrong.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+from lmckv.base.untrusted_json import JSONLimits, UntrustedJSONError, loads
 
 #: Adapters whose objects are files in ``base_path`` (fs_native is LMCache's C++ client of the
 #: same layout: byte-identical names and content).
@@ -197,9 +198,9 @@ def from_l2_adapter(text: str) -> StoreSpec:
     if len(text.encode("utf-8", "surrogatepass")) > MAX_SPEC_BYTES:
         raise StoreSpecError(f"the adapter spec is longer than {MAX_SPEC_BYTES} bytes")
     try:
-        d = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise StoreSpecError(f"the adapter spec is not JSON: {exc}") from None
+        d = loads(text, JSONLimits(max_bytes=MAX_SPEC_BYTES), what="the adapter spec")
+    except UntrustedJSONError as exc:
+        raise StoreSpecError(f"the adapter spec is not JSON lmckv accepts: {exc}") from None
     if not isinstance(d, dict):
         raise StoreSpecError("the adapter spec must be a JSON object")
     adapter = d.get("type")
