@@ -12,29 +12,47 @@ cache the measurement cannot reach (a cache without per-layer key/value tensors)
 whose float32 weights do not fit in the memory available (the message says how much it needs
 against how much there is). The check counts the weights only: the caches of long contexts
 come on top (SmolLM2-135M at 2,048 tokens peaked at 10.7 GB resident, bench/RESULTS.md).
+
+A model runs no code of its own and nothing asks on stdin: ``trust_remote_code=False`` goes
+to every ``from_pretrained``, a folder that references or holds Python is refused before
+transformers reads it (``bench.accuracy.model_folder``), and stdin reads as empty while the
+model loads. The weights are safetensors only, exactly the files whose headers gave the
+parameter count: other formats beside them, safetensors transformers would not load, a
+config describing another model than the headers do (counted on the meta device before
+loading), and a load that left weights missing or unused are refused, so the memory check
+is always of what is loaded.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import json
+import io
 import os
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from .model_folder import (
+    GGUF_SIDE_FILES,
+    check_folder,
+    check_loading,
+    refuse_code_references,
+    safetensors_params,
+    tensor_count,
+)
+from .model_folder import ModelUnusable as ModelUnusable  # the typed error, re-exported
+
 #: The float32 weights and their working copies: the load holds both for a moment.
 LOAD_FACTOR = 2.0
 #: Headroom for activations, the caches of every variant and the tokenizer.
 OVERHEAD_BYTES = 512 * 2**20
-#: Bytes per stored weight, by the safetensors dtype name.
-_ST_ITEMSIZE = {"F64": 8, "F32": 4, "BF16": 2, "F16": 2, "I8": 1, "U8": 1, "F8_E4M3": 1}
-
-
-class ModelUnusable(RuntimeError):
-    """This model cannot be measured here; the message (one line) says why."""
+#: No library may offer to run code, nor ask anything, through these.
+NO_CODE: dict[str, Any] = {"local_files_only": True, "trust_remote_code": False}
 
 
 @dataclass(frozen=True)
@@ -72,24 +90,25 @@ def available_memory() -> int:
     return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
 
 
-def _safetensors_params(folder: Path) -> tuple[int, str]:
-    """(parameter count, stored dtype) from the safetensors headers (weights are not read)."""
-    count, dtypes = 0, set()
-    for path in sorted(folder.glob("*.safetensors")):
-        with path.open("rb") as fh:
-            size = int.from_bytes(fh.read(8), "little")
-            if size > 100 * 2**20:
-                raise ModelUnusable(f"{path.name}: safetensors header of {size} bytes")
-            header = json.loads(fh.read(size))
-        for name, entry in header.items():
-            if name == "__metadata__":
-                continue
-            n = 1
-            for dim in entry["shape"]:
-                n *= int(dim)
-            count += n
-            dtypes.add(str(entry["dtype"]))
-    return count, "+".join(sorted(dtypes)) or "unknown"
+@contextlib.contextmanager
+def _no_stdin() -> Iterator[None]:
+    """stdin reads as empty meanwhile: a prompt (``input()``) gets EOF, never an answer."""
+    saved = sys.stdin
+    sys.stdin = io.StringIO("")
+    try:
+        yield
+    finally:
+        sys.stdin = saved
+
+
+def _config_params(config: Any) -> int:
+    """Parameters of the model ``config`` describes, counted on the meta device (no memory)."""
+    from transformers import AutoModelForCausalLM
+
+    auto: Any = AutoModelForCausalLM  # untyped in transformers
+    with torch.device("meta"):
+        skeleton = auto.from_config(config, trust_remote_code=False)
+    return tensor_count(skeleton)
 
 
 def _check_memory(params: int, limit: int | None) -> None:
@@ -109,19 +128,27 @@ def _hf_folder(folder: Path, limit: int | None) -> tuple[Any, Any, dict[str, Any
 
     if not (folder / "config.json").is_file():
         raise ModelUnusable(f"{folder}: no config.json (a Hugging Face model folder has one)")
-    config = AutoConfig.from_pretrained(folder, local_files_only=True)
+    files = check_folder(folder)  # before transformers reads anything of it
+    config = AutoConfig.from_pretrained(folder, **NO_CODE)
     if not any(a.endswith("ForCausalLM") for a in (config.architectures or [])):
         raise ModelUnusable(
             f"not a causal LM: {folder.name} declares {config.architectures or 'no architecture'}"
             " (the measurement scores next-token predictions; it needs a *ForCausalLM model)"
         )
-    files = sorted(folder.glob("*.safetensors"))
-    if not files:
-        raise ModelUnusable(f"{folder}: no .safetensors weights")
-    params, stored = _safetensors_params(folder)
+    params, stored = safetensors_params(files)
+    described = _config_params(config)
+    if described != params:
+        raise ModelUnusable(
+            f"config.json describes a model of {described:,} parameters, its safetensors "
+            f"headers {params:,}: the weights are not this model's"
+        )
     _check_memory(params, limit)
-    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(folder, **NO_CODE)
+    auto: Any = AutoModelForCausalLM  # (model, loading info) with output_loading_info
+    model, info = auto.from_pretrained(
+        folder, **NO_CODE, use_safetensors=True, dtype=torch.float32, output_loading_info=True
+    )
+    check_loading(info, model, params)
     name = str(getattr(config, "_name_or_path", "") or folder.name)
     identity: dict[str, Any] = {"name": Path(name).name or folder.name, "source": "safetensors"}
     identity["revision"] = revision_hash([p for p in folder.iterdir() if p.is_file()])
@@ -143,8 +170,12 @@ def _gguf_file(path: Path, limit: int | None) -> tuple[Any, Any, dict[str, Any]]
     name = bytes(field.parts[-1]).decode() if field is not None else path.stem
     kinds = sorted({t.tensor_type.name for t in reader.tensors})
     _check_memory(params, limit)
-    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name)
+    # transformers reads the tokenizer's configuration from the file's folder too
+    refuse_code_references(path.parent, GGUF_SIDE_FILES)
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name, **NO_CODE)
+    model = AutoModelForCausalLM.from_pretrained(
+        path.parent, gguf_file=path.name, dtype=torch.float32, **NO_CODE
+    )
     identity: dict[str, Any] = {"name": name, "source": "gguf", "revision": revision_hash([path])}
     identity["dtype"] = "+".join(kinds)
     identity["parameters"] = params
@@ -165,12 +196,13 @@ def load(path: Path, *, memory_limit: int | None = None) -> LoadedModel:
     if not path.exists():
         raise ModelUnusable(f"{path}: no such file or folder")
     try:
-        if path.is_dir():
-            tokenizer, model, identity = _hf_folder(path, memory_limit)
-        elif path.suffix == ".gguf":
-            tokenizer, model, identity = _gguf_file(path, memory_limit)
-        else:
-            raise ModelUnusable(f"{path}: neither a model folder nor a .gguf file")
+        with _no_stdin():
+            if path.is_dir():
+                tokenizer, model, identity = _hf_folder(path, memory_limit)
+            elif path.suffix == ".gguf":
+                tokenizer, model, identity = _gguf_file(path, memory_limit)
+            else:
+                raise ModelUnusable(f"{path}: neither a model folder nor a .gguf file")
     except ModelUnusable:
         raise
     except Exception as exc:  # unreadable files, unsupported architecture, bad tokenizer...
