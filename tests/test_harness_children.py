@@ -1,12 +1,16 @@
 """The harness owns its children (TESTEE.md): a testee behind a shell wrapper that does not
 ``exec`` its program, whose program hangs, leaves no process behind when the testee times
 out, when a conformance run stops at its first failure (``-x``), and when the run is sent
-SIGTERM or SIGINT. Also the other bounds a testee cannot stretch: its stderr, a reply line,
-and the circuit breaker."""
+SIGTERM or SIGINT; nor do descendants that left the testee's process group (setsid, a double
+fork), and a testee that exits while one holds its stdout is a crash, not a timeout. Also
+the other bounds a testee cannot stretch: its stderr, a reply line (an over-long one counts
+toward the circuit breaker), and the circuit breaker."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,7 +25,12 @@ from lmckv.conformance.core.testee_process import (
     TesteeFailure,
     TesteeProcess,
 )
-from lmckv.conformance.drivers.exec_driver import ExecDriver, ExecSettings
+from lmckv.conformance.drivers.exec_driver import (
+    PROTOCOL_ERROR,
+    STOPPED_ERROR,
+    ExecDriver,
+    ExecSettings,
+)
 from lmckv.conformance.runner.subprocess_suite import REPO
 
 PY = sys.executable
@@ -204,3 +213,266 @@ def test_server_wrapper_leaves_no_process(tmp_path: Path) -> None:
     finally:
         driver.close()
     assert _left(piddir) == [], "the server wrapper's child outlived the driver"
+
+
+# -- over-long replies, escaped descendants, an exit behind a held stdout ----------------------
+
+# The start of every script below (``_script`` prepends it): answer() and hello().
+HELLO = """\
+import json, os, subprocess, sys, time
+def answer(req, **fields):
+    sys.stdout.write(json.dumps({"id": req["id"], **fields}) + "\\n")
+    sys.stdout.flush()
+def hello():
+    req = json.loads(sys.stdin.readline())
+    answer(req, ok=True, name="t", version=None, protocol=1, capabilities=["codec.parse"])
+"""
+
+# Answers hello, then logs each request and writes reply bytes without end (no newline).
+OVERLONG = """\
+hello()
+for line in sys.stdin:
+    with open(sys.argv[1], "a") as log:
+        log.write(line)
+    while True:
+        sys.stdout.buffer.write(b"y" * 65536)
+"""
+
+# Answers hello, then each request with a line of exactly sys.argv[1] bytes (padded message).
+EXACT = """\
+hello()
+size = int(sys.argv[1])
+for line in sys.stdin:
+    req = json.loads(line)
+    head = json.dumps({"id": req["id"], "ok": False, "error": "x", "message": ""})
+    pad = "m" * (size - len(head))
+    sys.stdout.write(head[:-2] + pad + '"}' + "\\n")
+    sys.stdout.flush()
+"""
+
+# Starts a descendant that leaves the testee's group and session (argv[2]: "double-fork", a
+# python fork + setsid + fork whose middle process exits, or "setsid-sleep", setsid(1) run
+# as a child), records its pid in argv[1], then answers hello and every request.
+ESCAPE = """\
+pidfile, how = sys.argv[1], sys.argv[2]
+if how == "double-fork":
+    r, w = os.pipe()
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.write(w, str(os.getpid()).encode())
+            os.close(w)
+            os.closerange(0, 3)
+            time.sleep(60)
+        os._exit(0)
+    os.close(w)
+    pid = int(os.read(r, 64))
+    os.wait()
+else:
+    pid = subprocess.Popen(["setsid", "sleep", "60"], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid
+with open(pidfile + ".tmp", "w") as f:
+    f.write(str(pid))
+os.rename(pidfile + ".tmp", pidfile)
+hello()
+for line in sys.stdin:
+    answer(json.loads(line), ok=False, error="raw:nope")
+"""
+
+# Forks a descendant that keeps the testee's stdout open and sleeps (argv[2] "setsid": it
+# also leaves the group), records its pid in argv[1], answers hello, exits 7 on a request.
+HOLDER = """\
+pidfile, how = sys.argv[1], sys.argv[2]
+pid = os.fork()
+if pid == 0:
+    if how == "setsid":
+        os.setsid()
+    time.sleep(60)
+    os._exit(0)
+with open(pidfile, "w") as f:
+    f.write(str(pid))
+hello()
+sys.stdin.readline()
+sys.exit(7)
+"""
+
+linux_only = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="escaped descendants are swept on Linux only"
+)
+
+
+def _script(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(HELLO + text)
+    return path
+
+
+def _gone(pid: int, wait: float = 3.0) -> bool:
+    """Whether ``pid`` is gone (not even a zombie) within ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not Path(f"/proc/{pid}").exists()
+
+
+def _read_pid(path: Path, wait: float = 5.0) -> int:
+    deadline = time.monotonic() + wait
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return int(path.read_text())
+
+
+def _kill(pid: int | None) -> None:
+    """Stop a process this test started, if it is still there (a failed test's cleanup)."""
+    if pid is not None and _alive(pid):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_over_long_replies_trip_the_circuit_breaker(tmp_path: Path) -> None:
+    """Each request answered by bytes past the reply size limit fails as a protocol failure
+    and counts toward max_failures like a crash: three requests, then the testee is
+    stopped and nothing more is sent."""
+    log = tmp_path / "requests.log"
+    script = _script(tmp_path, "overlong.py", OVERLONG)
+    settings = ExecSettings(cwd=tmp_path, timeout=10, max_failures=3, max_reply_line=1 << 16)
+    driver = ExecDriver(f"{PY} {script} {log}", settings)
+    started = time.monotonic()
+    try:
+        errors = [driver.call("codec.parse", blob=b"\0")["error"] for _ in range(5)]
+        assert errors == [PROTOCOL_ERROR] * 3 + [STOPPED_ERROR] * 2
+        assert driver.stopped is not None and "3 consecutive reply lines over" in driver.stopped
+        assert driver.process.pid is None  # stopped, not restarted for the last two
+        assert len(log.read_text().splitlines()) == 3
+    finally:
+        driver.close()
+    assert time.monotonic() - started < 5
+
+
+def test_reply_size_limit_is_exact_and_unanswered(tmp_path: Path) -> None:
+    limit = 4096
+    exact = _script(tmp_path, "exact.py", EXACT)
+    argv = [PY, str(exact), str(limit)]
+    with TesteeProcess(argv, timeout=10, hello=True, max_reply_line=limit) as process:
+        assert process.call({"op": "codec.parse", "blob": b"\0"})["error"] == "x"
+    with TesteeProcess([*argv[:2], str(limit + 1)], timeout=10, hello=True) as process:
+        process.max_reply_line = limit
+        with pytest.raises(TesteeFailure) as caught:
+            process.call({"op": "codec.parse", "blob": b"\0"})
+        assert caught.value.kind is FailureKind.PROTOCOL and caught.value.unanswered
+        assert f"limit of {limit} bytes" in str(caught.value)
+        assert len(process._stdout) == 0
+
+
+@linux_only
+@pytest.mark.parametrize("how", ["double-fork", "setsid-sleep"])
+def test_escaped_descendant_ends_with_close(tmp_path: Path, how: str) -> None:
+    if how == "setsid-sleep" and shutil.which("setsid") is None:
+        pytest.skip("no setsid(1)")
+    pidfile = tmp_path / "escaped.pid"
+    script = _script(tmp_path, "escape.py", ESCAPE)
+    pid = None
+    try:
+        with TesteeProcess([PY, str(script), str(pidfile), how], timeout=10, hello=True) as p:
+            p.start()
+            pid = _read_pid(pidfile)
+            assert _alive(pid)
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            assert int(stat[3]) != p.pid, "the descendant did not leave the testee's session"
+            assert p.call({"op": "codec.parse", "blob": b"\0"})["error"] == "raw:nope"
+        assert _gone(pid), f"the escaped descendant {pid} ({how}) outlived close()"
+    finally:
+        _kill(pid)
+
+
+@linux_only
+@pytest.mark.parametrize("how", ["same-group", "setsid"])
+def test_exit_behind_a_held_stdout_is_a_crash(tmp_path: Path, how: str) -> None:
+    """The testee exits while its child keeps its stdout open: a crash with its status, at
+    once (not a timeout after 30 s); the child ends with close()."""
+    pidfile = tmp_path / "holder.pid"
+    script = _script(tmp_path, "holder.py", HOLDER)
+    pid = None
+    try:
+        with TesteeProcess([PY, str(script), str(pidfile), how], timeout=30, hello=True) as p:
+            p.start()
+            pid = _read_pid(pidfile)
+            started = time.monotonic()
+            with pytest.raises(TesteeFailure) as caught:
+                p.call({"op": "codec.parse", "blob": b"\0"})
+            assert time.monotonic() - started < 3
+            assert caught.value.kind is FailureKind.CRASH
+            assert "status 7" in str(caught.value)
+        assert _gone(pid), f"the stdout holder {pid} ({how}) outlived close()"
+    finally:
+        _kill(pid)
+
+
+@linux_only
+def test_sweep_spares_children_started_for_other_purposes(tmp_path: Path) -> None:
+    """Children the harness started itself, before the testee (in a new session) and while
+    it runs (in ours), outlive the testee's close()."""
+    pidfile = tmp_path / "escaped.pid"
+    script = _script(tmp_path, "escape.py", ESCAPE)
+    before = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    during: subprocess.Popen[bytes] | None = None
+    pid = None
+    try:
+        with TesteeProcess(
+            [PY, str(script), str(pidfile), "double-fork"], timeout=10, hello=True
+        ) as process:
+            process.start()
+            pid = _read_pid(pidfile)
+            during = subprocess.Popen(["sleep", "30"])
+        assert _gone(pid)
+        assert before.poll() is None and during.poll() is None
+    finally:
+        for proc in (before, during):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+        _kill(pid)
+
+
+# On each request, starts a descendant that leaves the session and exits at once (its
+# middle process exits first, so it is re-parented to the harness), then answers.
+SHORT_LIVED = """\
+hello()
+for line in sys.stdin:
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os._exit(0)
+        os._exit(0)
+    os.wait()
+    answer(json.loads(line), ok=False, error="raw:nope")
+"""
+
+
+def _adopted_zombies() -> list[int]:
+    """Our children that exited and were not reaped."""
+    me, found = os.getpid(), []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError):
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if fields[0] == "Z" and int(fields[1]) == me:
+                    found.append(int(entry.name))
+    return found
+
+
+@linux_only
+def test_orphans_that_exit_are_reaped_while_the_testee_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Orphans re-parented to the harness do not pile up as zombies during a long-lived
+    testee's run (they are reaped every _REAP_EVERY seconds: here after every request)."""
+    monkeypatch.setattr("lmckv.conformance.core.testee_process._REAP_EVERY", 0.0)
+    script = _script(tmp_path, "short.py", SHORT_LIVED)
+    before = set(_adopted_zombies())  # earlier tests' leftovers are not this testee's
+    with TesteeProcess([PY, str(script)], timeout=10, hello=True) as process:
+        for _ in range(20):
+            process.call({"op": "codec.parse", "blob": b"\0"})
+        time.sleep(0.1)
+        process.call({"op": "codec.parse", "blob": b"\0"})
+        assert len(set(_adopted_zombies()) - before) <= 1

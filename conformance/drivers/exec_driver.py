@@ -11,10 +11,12 @@ seconds) or breaks the protocol fails that one operation with ``raw:testee-crash
 stderr goes to a log file whose tail is quoted in those failures.
 
 A circuit breaker ends a testee that no longer answers: after ``max_failures``
-crashes or timeouts with fewer than ``max_failures`` answered requests between any two of
-them (so a testee that answers one request per restart cannot reset it forever) the
-driver stops starting it, and every later operation fails at once with ``raw:testee-stopped`` and
-``stopped``, the reason, which the plugin reports on each remaining test.
+crashes, timeouts or reply lines over the size limit (``TesteeFailure.unanswered``: a
+protocol failure counted like the other two, since nothing was answered) with fewer than
+``max_failures`` answered requests between any two of them (so a testee that answers one
+request per restart cannot reset it forever) the driver stops starting it, and every later
+operation fails at once with ``raw:testee-stopped`` and ``stopped``, the reason, which the
+plugin reports on each remaining test.
 
 With a ``Transcript``, every request and reply (or failure) is appended to a JSON Lines
 file, for replaying a failure by hand (TESTEE.md, "Transcripts").
@@ -47,8 +49,8 @@ DEFAULT_MAX_FAILURES = 3
 STOPPED_ERROR = f"{RAW_PREFIX}testee-stopped"
 #: The error of a reply that breaks the operations table (a missing or mistyped field).
 PROTOCOL_ERROR = f"{RAW_PREFIX}testee-{FailureKind.PROTOCOL.value}"
-#: The failures the circuit breaker counts: the testee did not answer at all.
-_UNANSWERED = (FailureKind.CRASH, FailureKind.TIMEOUT)
+#: What the circuit breaker counts, by what ``stop_reason`` calls it: no answer at all.
+_CRASH, _TIMEOUT, _OVERLONG = "crash", "timeout", "over-long reply"
 
 
 class Transcript:
@@ -92,14 +94,15 @@ class Transcript:
 @dataclass
 class ExecSettings:
     """How exec testees run: the caller's directory (commands resolve against it and
-    testees run in it), the reply timeout, the circuit breaker's limit (0: never stop)
-    and the transcript, if any."""
+    testees run in it), the reply timeout, the circuit breaker's limit (0: never stop),
+    the transcript, if any, and the longest reply line (None: ``MAX_REPLY_LINE``)."""
 
     cwd: Path = field(default_factory=Path.cwd)
     timeout: float = DEFAULT_TIMEOUT
     max_failures: int = DEFAULT_MAX_FAILURES
     transcript: Transcript | None = None
     env: Mapping[str, str] | None = None
+    max_reply_line: int | None = None
 
 
 def resolve_command(command: str, cwd: Path, env: Mapping[str, str] | None = None) -> list[str]:
@@ -150,7 +153,7 @@ class ExecDriver(Driver):
         self.label = label or f"exec:{command}"
         self.command = command
         self.stopped: str | None = None
-        self._unanswered: list[FailureKind] = []
+        self._unanswered: list[str] = []  # _CRASH, _TIMEOUT or _OVERLONG
         self._answered_since_failure = 0
         self._last_failure = ""
         self._next_id = 1
@@ -164,6 +167,7 @@ class ExecDriver(Driver):
             cwd=self.settings.cwd,
             env=self.settings.env,
             hello=True,
+            max_reply_line=self.settings.max_reply_line,
         )
         self._name = self.label  # transcript lines before the hello name the --impl value
         try:
@@ -246,11 +250,16 @@ class ExecDriver(Driver):
     def _count_failure(self, failure: TesteeFailure) -> None:
         """The circuit breaker: trip after ``max_failures`` unanswered requests, none of
         them followed by ``max_failures`` answered ones."""
-        if failure.kind not in _UNANSWERED:
+        if not failure.unanswered:
             self._count_answer()  # it answered, if wrongly
             return
         self._answered_since_failure = 0
-        self._unanswered.append(failure.kind)
+        if failure.kind is FailureKind.TIMEOUT:
+            self._unanswered.append(_TIMEOUT)
+        elif failure.kind is FailureKind.CRASH:
+            self._unanswered.append(_CRASH)
+        else:  # a reply line over the size limit
+            self._unanswered.append(_OVERLONG)
         self._last_failure = _one_line(failure, with_stderr=True)
         limit = self.settings.max_failures
         if limit > 0 and len(self._unanswered) >= limit:
@@ -260,18 +269,27 @@ class ExecDriver(Driver):
     def stop_reason(self) -> str:
         """Why the circuit breaker tripped, in one line."""
         n = len(self._unanswered)
-        timeouts = self._unanswered.count(FailureKind.TIMEOUT)
-        crashes = n - timeouts
+        timeouts = self._unanswered.count(_TIMEOUT)
+        crashes = self._unanswered.count(_CRASH)
+        overlong = self._unanswered.count(_OVERLONG)
         seconds = f"{self.settings.timeout:g} s"
-        if not crashes:
-            what = f"{n} consecutive timeout{'s' if n > 1 else ''} of {seconds}"
-        elif not timeouts:
+        s = "s" if n > 1 else ""
+        if timeouts == n:
+            what = f"{n} consecutive timeout{s} of {seconds}"
+        elif crashes == n:
             what = f"{n} consecutive crash{'es' if n > 1 else ''}"
-        else:
+        elif overlong == n:
+            what = f"{n} consecutive reply line{s} over the size limit"
+        elif not overlong:
             what = (
                 f"{n} consecutive crashes or timeouts ({crashes} crashed, "
                 f"{timeouts} timed out after {seconds})"
             )
+        else:
+            parts = [f"{crashes} crashed"] if crashes else []
+            parts += [f"{timeouts} timed out after {seconds}"] if timeouts else []
+            parts.append(f"{overlong} over the reply size limit")
+            what = f"{n} consecutive unanswered requests ({', '.join(parts)})"
         return (
             f"testee {self.label} stopped answering: {what}; remaining tests not run "
             f"(last: {self._last_failure})"

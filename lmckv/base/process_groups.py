@@ -1,5 +1,6 @@
 """The harness owns its children: each one leads its own process group, and every group
-still alive is killed whole when the harness ends, however it ends.
+still alive is killed whole when the harness ends, however it ends; so are the processes
+that escaped those groups.
 
 A testee started as ``sh -c 'prog'`` (a wrapper that does not ``exec``) leaves ``prog``
 running when only ``sh`` is killed; killing the process group ends both. Groups are
@@ -7,22 +8,64 @@ registered here while they may have members; they are killed (SIGKILL) at interp
 (``atexit``) and on SIGTERM, SIGINT and SIGHUP, whose handlers then hand the signal on to
 the handler that was installed before (re-raising it with the default action when that
 was the default), so the harness still stops the way it would have.
+
+A process can leave its group (``setsid``, ``setpgid``) and its parent can exit (a double
+fork), so that killing the group misses it and it is re-parented away. :func:`adopt_orphans`
+makes the harness a *child subreaper* (Linux ``prctl(PR_SET_CHILD_SUBREAPER)``): such
+orphans are re-parented to the harness instead of ``init``, where :func:`sweep` finds them
+(our children that were not there before the owner started, outside our session and outside
+every group still registered), kills them with their own groups and every process below
+them, and reaps them. The sweep repeats while it finds live ones (an orphan's children are
+re-parented to us when it dies), at most :data:`SWEEP_ROUNDS` times within
+:data:`SWEEP_SECONDS`. An orphan that left every group cannot be told from another owner's:
+a sweep ends every unregistered one that appeared since its owner started.
+
+Without ``/proc`` or ``prctl`` (not Linux), :func:`adopt_orphans` returns False and sweeps
+find nothing: only the groups are killed, as before. A sweep could take a child that other
+code started in a new session, in another thread, at the instant between its start and its
+:func:`register`, for an orphan; owners register at once and start from one thread.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import os
 import signal
+import sys
 import threading
+import time
+from collections.abc import Collection, Iterable
 from types import FrameType
+from typing import NamedTuple
+
+#: ``prctl`` option making this process the reaper of its descendants' orphans (Linux).
+PR_SET_CHILD_SUBREAPER = 36
+#: A sweep scans at most this many times, within this many seconds.
+SWEEP_ROUNDS = 50
+SWEEP_SECONDS = 2.0
+#: At exit or on a signal, the sweep gets this long.
+EXIT_SWEEP_SECONDS = 1.0
+_SWEEP_PAUSE = 0.01
 
 _groups: set[int] = set()
-_lock = threading.Lock()
+_lock = threading.RLock()  # a signal handler may run while this thread holds it
 _installed = False
 _previous: dict[int, signal.Handlers | int | object] = {}
 _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_subreaper: bool | None = None  # None: not tried yet
+_before_adopting: frozenset[tuple[int, int]] = frozenset()
+
+
+class _Stat(NamedTuple):
+    """The fields of ``/proc/PID/stat`` a sweep needs."""
+
+    state: str
+    ppid: int
+    pgrp: int
+    session: int
+    start: int  # start time in clock ticks since boot: tells a reused pid apart
 
 
 def kill_group(pgid: int) -> None:
@@ -57,12 +100,168 @@ def release(pgid: int) -> None:
 
 
 def kill_all() -> None:
-    """Kill every group still owned (atexit and the signal handlers call this)."""
+    """Kill every group still owned, then what escaped them (atexit and the signal handlers
+    call this)."""
     with _lock:
         groups = list(_groups)
         _groups.clear()
     for pgid in groups:
         kill_group(pgid)
+    if groups or _subreaper:
+        sweep(_before_adopting, groups, seconds=EXIT_SWEEP_SECONDS)
+
+
+# -- orphans ----------------------------------------------------------------------------------
+
+
+def adopt_orphans() -> bool:
+    """Make this process the child subreaper, once: descendants whose parent exits are
+    re-parented to it, so :func:`sweep` can end them. True when it is one (Linux); False
+    elsewhere or when the kernel refuses, and then only process groups are killed."""
+    global _subreaper, _before_adopting
+    with _lock:
+        if _subreaper is None:
+            _subreaper = False
+            if sys.platform.startswith("linux") and os.path.isdir("/proc/self"):
+                _before_adopting = children()
+                with contextlib.suppress(OSError, AttributeError):
+                    libc = ctypes.CDLL(None, use_errno=True)
+                    _subreaper = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+            _install()
+        return _subreaper
+
+
+def children() -> frozenset[tuple[int, int]]:
+    """Our child processes now, as (pid, start time) pairs: what an owner records before it
+    starts its process, so that its sweep leaves them alone (empty without ``/proc``)."""
+    me = os.getpid()
+    return frozenset((pid, st.start) for pid, st in _scan().items() if st.ppid == me)
+
+
+def sweep(
+    before: Collection[tuple[int, int]],
+    leaders: Iterable[int] = (),
+    *,
+    seconds: float = SWEEP_SECONDS,
+) -> int:
+    """Kill what the processes ``leaders`` (whose groups were just killed) left behind: their
+    descendants, and every orphan re-parented to us that is not in ``before`` (see
+    :func:`children`), not in our session and not in a registered group or its session,
+    with its group and its descendants; reap the orphans. Scans again while any of them
+    lives, at most :data:`SWEEP_ROUNDS` times within ``seconds``. The number killed."""
+    me, leaders = os.getpid(), set(leaders)
+    try:
+        my_session = os.getsid(0)
+    except OSError:
+        return 0
+    killed: set[tuple[int, int]] = set()
+    deadline = time.monotonic() + seconds
+    for _ in range(SWEEP_ROUNDS):
+        table = _scan()
+        if not table:
+            break
+        with _lock:
+            owned = set(_groups)
+        roots = [
+            pid
+            for pid, st in table.items()
+            if (
+                st.ppid == me
+                and pid not in leaders
+                and (pid, st.start) not in before
+                and st.session != my_session
+                and not owned.intersection((pid, st.pgrp, st.session))
+            )
+        ]
+        targets = _descendants(table, [*roots, *leaders]) - leaders
+        live = [pid for pid in targets if table[pid].state not in "ZX"]
+        for pid in roots:  # our children: neither pid nor group can be reused before the reap
+            if table[pid].pgrp not in (os.getpgid(0), *owned):
+                kill_group(table[pid].pgrp)
+        for pid in live:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+            killed.add((pid, table[pid].start))
+        waiting = [pid for pid in roots if not _reap(pid)]
+        if (not live and not waiting) or time.monotonic() >= deadline:
+            break
+        time.sleep(_SWEEP_PAUSE)
+    return len(killed)
+
+
+def reap_orphans(before: Collection[tuple[int, int]]) -> int:
+    """Reap the orphans re-parented to us that have exited (see :func:`sweep`; another
+    owner's orphans too: nobody else will), without killing any; how many were reaped."""
+    me, reaped = os.getpid(), 0
+    try:
+        my_session = os.getsid(0)
+    except OSError:
+        return 0
+    with _lock:
+        owned = set(_groups)
+    for pid, st in _scan().items():
+        if (
+            st.ppid == me
+            and st.state in "ZX"
+            and pid not in owned
+            and (pid, st.start) not in before
+            and st.session != my_session
+        ):
+            reaped += _reap(pid)
+    return reaped
+
+
+def _reap(pid: int) -> bool:
+    """Reap our child ``pid`` if it has exited; True when it is gone."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return done == pid
+
+
+def _descendants(table: dict[int, _Stat], roots: Iterable[int]) -> set[int]:
+    """``roots`` (those in ``table``) and every process below them."""
+    below: dict[int, list[int]] = {}
+    for pid, st in table.items():
+        below.setdefault(st.ppid, []).append(pid)
+    found: set[int] = set()
+    todo = [pid for pid in roots if pid in table]
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.add(pid)
+            todo.extend(below.get(pid, ()))
+    return found
+
+
+def _scan() -> dict[int, _Stat]:
+    """Every process ``/proc`` shows (empty without it)."""
+    table: dict[int, _Stat] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return table
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                raw = f.read()
+            fields = raw[raw.rfind(b")") + 2 :].split()
+            table[int(name)] = _Stat(
+                fields[0].decode("ascii", "replace"),
+                int(fields[1]),
+                int(fields[2]),
+                int(fields[3]),
+                int(fields[19]),
+            )
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile, or not readable
+    return table
+
+
+# -- exit hooks -------------------------------------------------------------------------------
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
@@ -80,9 +279,10 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
 def _install() -> None:
     """Register the atexit hook and, from the main thread, the signal handlers."""
     global _installed
-    if _installed:
-        return
-    _installed = True
+    with _lock:
+        if _installed:
+            return
+        _installed = True
     atexit.register(kill_all)
     if threading.current_thread() is not threading.main_thread():
         return
