@@ -39,6 +39,8 @@ DECODERS = {
     "key.fs",
     "key.encoded",
     "proto.server.connection",  # not a decoder: the server's connection handler
+    "json.untrusted",  # the one JSON reader for peers and files
+    "model.safetensors-header",  # a model folder's weights header
 }
 
 

@@ -225,24 +225,34 @@ def _int(value: Any) -> int | None:
 
 
 def read_header(path: Path) -> dict[str, tuple[str, int]]:
-    """Tensor name -> (dtype, element count) from a safetensors file's header, refused
-    (``ModelUnusable``) unless it is what the safetensors library would accept: at most
-    ``MAX_HEADER_BYTES`` of JSON, known dtypes, each tensor's byte range as long as its shape
-    says, the ranges tiling the data to the end of the file."""
+    """Tensor name -> (dtype, element count) from a safetensors file's header
+    (:func:`parse_header` of its first bytes; the weights are not read)."""
     try:
         size = path.stat().st_size
         with path.open("rb") as fh:
             prefix = fh.read(8)
-            if len(prefix) < 8:
-                raise ModelUnusable(f"{path.name}: {size} bytes, too short for safetensors")
-            length = int.from_bytes(prefix, "little")
-            if length > MAX_HEADER_BYTES:
-                raise ModelUnusable(f"{path.name}: safetensors header of {length} bytes")
-            if 8 + length > size:
-                raise ModelUnusable(f"{path.name}: header of {length} bytes in a {size}-byte file")
-            raw = fh.read(length)
+            length = int.from_bytes(prefix, "little") if len(prefix) == 8 else 0
+            head = prefix + fh.read(min(length, MAX_HEADER_BYTES))
     except OSError as exc:
         raise ModelUnusable(f"{path.name}: unreadable ({exc.strerror or exc})") from None
+    return parse_header(head, size, path.name)
+
+
+def parse_header(head: bytes, size: int, name: str) -> dict[str, tuple[str, int]]:
+    """Tensor name -> (dtype, element count) from ``head``, the first bytes of a safetensors
+    file of ``size`` bytes named ``name``, refused (``ModelUnusable``) unless it is what the
+    safetensors library would accept: at most ``MAX_HEADER_BYTES`` of JSON, known dtypes,
+    each tensor's byte range as long as its shape says, the ranges tiling the data to the end
+    of the file."""
+    path = Path(name)
+    if len(head) < 8:
+        raise ModelUnusable(f"{path.name}: {size} bytes, too short for safetensors")
+    length = int.from_bytes(head[:8], "little")
+    if length > MAX_HEADER_BYTES:
+        raise ModelUnusable(f"{path.name}: safetensors header of {length} bytes")
+    if 8 + length > size or len(head) < 8 + length:
+        raise ModelUnusable(f"{path.name}: header of {length} bytes in a {size}-byte file")
+    raw = head[8 : 8 + length]
     try:
         header = loads(raw, HEADER_LIMITS, what=f"{path.name} header")
     except UntrustedJSONError as exc:

@@ -17,6 +17,9 @@ from typing import Any
 
 import torch
 
+from lmckv.base import untrusted_json as uj
+
+from ...bench.accuracy import model_folder
 from ...reference_impl import keys as rk
 from ...reference_impl import kv_codec as kc
 from ...reference_impl import protocol as rp
@@ -437,6 +440,45 @@ def _text_request(op: str, fieldname: str) -> Callable[[bytes], tuple[str, dict[
     return make
 
 
+#: Small limits, so that the fuzzer reaches every one of them within max_len.
+FUZZ_JSON_LIMITS = uj.JSONLimits(
+    max_bytes=2048, max_depth=8, max_number_chars=24, max_string_chars=256, max_items=128
+)
+JSON_TOKENS = (b"[", b"]", b"{", b"}", b'"', b"\\", b'\\"', b":", b",", b"-0.5e+308", b"NaN",
+               b"Infinity", b"\\ud800", b"\\u0000", b"true", b"null", b"9" * 30)  # fmt: skip
+
+
+def _check_json(data: bytes, value: Any) -> None:
+    """An accepted document is one Python's json reads to the same value (the reader only
+    refuses, it never reads otherwise)."""
+    _require(json.loads(data) == value, "the bounded reader and json.loads disagree")
+
+
+def _json_seeds() -> list[bytes]:
+    return [
+        b"{}", b'[1, 2.5, "x", null, true, false]', b'{"a": {"b": [1e10, -0.0, "\\u00e9"]}}',
+        b'"\\ud800"', b"[[[[[[[1]]]]]]]", b'{"k": "' + b"v" * 200 + b'"}',
+    ]  # fmt: skip
+
+
+def _safetensors_seed(tensors: dict[str, tuple[str, list[int], int]]) -> bytes:
+    """A safetensors file: header length, header JSON, then the tensors' bytes (zeros)."""
+    header, offset = {}, 0
+    for name, (dtype, shape, nbytes) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    raw = json.dumps({"__metadata__": {"format": "pt"}, **header}).encode()
+    return len(raw).to_bytes(8, "little") + raw + bytes(offset)
+
+
+def _check_safetensors(data: bytes, tensors: dict[str, tuple[str, int]]) -> None:
+    """An accepted header describes exactly the bytes after it: the elements of its tensors,
+    at their dtypes' sizes, fill the rest of the file."""
+    length = int.from_bytes(data[:8], "little")
+    total = sum(n * model_folder.ST_ITEMSIZE[dtype] for dtype, n in tensors.values())
+    _require(total == len(data) - 8 - length, "the tensors do not fill the data")
+
+
 _PROTO_ERRORS: tuple[type[BaseException], ...] = (rp.ProtocolError,)
 _KEY_ERRORS: tuple[type[BaseException], ...] = (rk.KeyFormatError,)
 
@@ -572,6 +614,31 @@ TARGETS: dict[str, Target] = {
             seeds=_text_seeds("key.encoded.read", "json_text"),
             max_len=1024,
             tokens=KEY_TOKENS,
+        ),
+        Target(
+            name="json.untrusted",
+            summary="untrusted_json.loads: the one JSON reader for peers and files (small limits)",
+            run=lambda d: uj.loads(d, FUZZ_JSON_LIMITS, what="fuzz input"),
+            allowed=(uj.UntrustedJSONError,),
+            check=_check_json,
+            request=lambda d: None,
+            seeds=_json_seeds,
+            max_len=2048,
+            tokens=JSON_TOKENS,
+        ),
+        Target(
+            name="model.safetensors-header",
+            summary="model_folder.parse_header: a model folder's weights header, as loaded",
+            run=lambda d: model_folder.parse_header(d, len(d), "fuzz.safetensors"),
+            allowed=(model_folder.ModelUnusable,),
+            check=_check_safetensors,
+            request=lambda d: None,
+            seeds=lambda: [
+                _safetensors_seed({"w": ("F32", [2, 2], 16), "b": ("BF16", [3], 6)}),
+                _safetensors_seed({"e": ("I8", [0], 0)}),
+            ],
+            max_len=2048,
+            tokens=(*JSON_TOKENS, b'"dtype"', b'"shape"', b'"data_offsets"', b'"F16"'),
         ),
     )
 }
