@@ -82,7 +82,8 @@ def add_options(parser: pytest.Parser) -> None:
         type=int,
         default=DEFAULT_MAX_FAILURES,
         metavar="N",
-        help="after N consecutive crashes or timeouts of an exec testee, end its remaining "
+        help="after N consecutive crashes, timeouts or over-size replies of an exec testee, "
+        "end its remaining "
         f"tests at once as errors; 0 never gives up (default: {DEFAULT_MAX_FAILURES})",
     )
     group.addoption(
