@@ -6,6 +6,7 @@ line, escaped."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -69,3 +70,20 @@ def test_bare_escapes_what_could_forge_or_break_a_line() -> None:
     assert bare(os.fsdecode(b"\xfe")) == "\\xfe"
     assert bare('say "hi" \\') == 'say \\"hi\\" \\\\'
     assert bare("modèle/ü") == "modèle/ü"  # printable text stays as it is
+
+
+def test_bench_compare_keeps_a_forged_case_on_its_line(tmp_path: Path) -> None:
+    """A results file's free-text field (a row's ``case``) with a line break and an escape
+    sequence is printed escaped: no line of the comparison starts with the forged text."""
+    base = Path(__file__).parent / "fixtures" / "report" / "bench-cpu.jsonl"
+    rows = [json.loads(line) for line in base.read_text().splitlines() if line.strip()]
+    for row in rows:
+        if row.get("kind") == "throughput":
+            row["case"] += "\nFORGED: all good \x1b[32m"
+    head = tmp_path / "head.jsonl"
+    head.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = lmckv("bench", "compare", str(base), str(head))
+    assert done.returncode in (0, 1, 3), done.stderr  # a verdict, not a crash or usage error
+    assert "Traceback" not in done.stderr and "\x1b" not in done.stdout
+    assert not any(line.startswith("FORGED") for line in done.stdout.splitlines())
+    assert "\\nFORGED: all good \\x1b[32m" in done.stdout

@@ -37,6 +37,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from lmckv.base.untrusted_text import bare
+
 from ..common.rows import LIMIT_IMPLS, BenchFile, UnknownKinds, read
 from .decision import (
     DRIFT_BOUND,
@@ -57,8 +59,9 @@ __all__ = ["EXIT_INCONCLUSIVE", "EXIT_OK", "EXIT_REGRESSION", "EXIT_USAGE"]
 
 
 def bench_id(row: Mapping[str, Any]) -> str:
-    """``op/impl/device/scope/dtype/case`` (``-`` for a null field): what overrides match."""
-    return "/".join("-" if row[f] is None else str(row[f]) for f in KEY_FIELDS)
+    """``op/impl/device/scope/dtype/case`` (``-`` for a null field): what overrides match, and
+    what the report prints, each field from the results file as data (one line, escaped)."""
+    return "/".join("-" if row[f] is None else bare(str(row[f])) for f in KEY_FIELDS)
 
 
 @dataclass(frozen=True)
