@@ -73,7 +73,10 @@ def test_a_stale_line_fails_the_run(tmp_path: Path) -> None:
     run = run_suite(["reference"], env={"LMCKV_KNOWN_FAILURES_DIR": str(tmp_path)})
     assert run.returncode == 1
     assert "stale expectation" in run.output
-    assert set(run.outcomes().values()) == {"pass"}
+    # Every test passes but the L2 adapter tests, which the reference does not declare.
+    skipped = {i for i, outcome in run.outcomes().items() if outcome == "skip"}
+    assert all("test_store_load.py::" in i for i in skipped), sorted(skipped)[:3]
+    assert set(run.outcomes().values()) - {"skip"} == {"pass"}
 
 
 def test_a_line_without_reason_is_an_error(tmp_path: Path) -> None:
