@@ -271,6 +271,10 @@ if how == "double-fork":
 else:
     pid = subprocess.Popen(["setsid", "sleep", "60"], stdin=subprocess.DEVNULL,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid
+    for _ in range(200):  # setsid(1) leaves the session right after it starts: wait for it
+        if os.getsid(pid) != os.getsid(0):
+            break
+        time.sleep(0.01)
 with open(pidfile + ".tmp", "w") as f:
     f.write(str(pid))
 os.rename(pidfile + ".tmp", pidfile)

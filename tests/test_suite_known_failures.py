@@ -28,13 +28,19 @@ def _node(short: str) -> str:
 RUN = ["upstream", "reference"]
 
 
+#: The L2 adapter tests' file (conformance/suite/test_store_load.py).
+STORE_LOAD = "test_store_load.py::"
+
+
 def _listed_ids(reasons: dict[str, str]) -> list[str]:
     """The test ids the lines name in a reference + upstream run (``*`` stands for either)."""
     return [line.replace("*", impl) for line in reasons for impl in (RUN if "*" in line else [""])]
 
 
 def test_every_listed_upstream_test_fails_today() -> None:
-    listed = _listed_ids(_upstream_reasons())
+    """Every listed test but the L2 adapter ones: those write and read real stores (half a
+    minute per adapter), and the suite run of ``nox -s tests`` holds them to their lines."""
+    listed = [s for s in _listed_ids(_upstream_reasons()) if not s.startswith(STORE_LOAD)]
     assert len(listed) > 100
     run = run_suite(RUN, *[_node(s) for s in listed], "-n", "2")
     assert run.returncode == 0, run.output[-3000:]
