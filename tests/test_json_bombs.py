@@ -7,12 +7,14 @@ given such input exit 2 with one line."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from lmckv import cli
 from lmckv.conformance.core.testee_process import FailureKind, TesteeFailure, TesteeProcess
 
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -40,14 +42,26 @@ for line in sys.stdin:
 """
 
 
-def lmckv(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lmckv", *args], capture_output=True, text=True, timeout=120,
-        stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+@dataclass(frozen=True)
+class Done:
+    returncode: int
+    stderr: str
 
 
-def refused_in_one_line(done: subprocess.CompletedProcess[str], limit: str) -> None:
+@pytest.fixture
+def lmckv(capsys: pytest.CaptureFixture[str]) -> Callable[..., Done]:
+    """``lmckv ARGS...`` in this process (the command line's own entry point): its exit
+    status and what it wrote to stderr; an exception escaping it fails the test."""
+
+    def run(*args: str) -> Done:
+        capsys.readouterr()
+        status = cli.main(list(args))
+        return Done(status, capsys.readouterr().err)
+
+    return run
+
+
+def refused_in_one_line(done: Done, limit: str) -> None:
     assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
     assert "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
@@ -77,7 +91,9 @@ def test_a_hello_bomb_is_a_protocol_failure(tmp_path: Path, bomb: str) -> None:
 
 
 @pytest.mark.parametrize(("bomb", "limit"), [("deep", "max_depth"), ("digits", "max_number")])
-def test_report_refuses_a_bomb_in_one_line(tmp_path: Path, bomb: str, limit: str) -> None:
+def test_report_refuses_a_bomb_in_one_line(
+    tmp_path: Path, bomb: str, limit: str, lmckv: Callable[..., Done]
+) -> None:
     conformance = tmp_path / "results.json"
     conformance.write_text('{"tests": ' + BOMBS[bomb] + "}")
     refused_in_one_line(lmckv("report", str(conformance), "--out", str(tmp_path / "a")), limit)
@@ -87,12 +103,14 @@ def test_report_refuses_a_bomb_in_one_line(tmp_path: Path, bomb: str, limit: str
 
 
 @pytest.mark.parametrize(("bomb", "limit"), [("deep", "max_depth"), ("digits", "max_number")])
-def test_bench_compare_refuses_a_bomb_in_one_line(tmp_path: Path, bomb: str, limit: str) -> None:
+def test_bench_compare_refuses_a_bomb_in_one_line(
+    tmp_path: Path, bomb: str, limit: str, lmckv: Callable[..., Done]
+) -> None:
     bench = tmp_path / "bench.jsonl"
     bench.write_text('{"kind": "header", "x": ' + BOMBS[bomb] + "}\n")
     refused_in_one_line(lmckv("bench", "compare", str(bench), str(bench)), limit)
 
 
-def test_fsck_refuses_a_bomb_spec_in_one_line() -> None:
+def test_fsck_refuses_a_bomb_spec_in_one_line(lmckv: Callable[..., Done]) -> None:
     done = lmckv("fsck", "--l2-adapter", "[" * 5000 + "]" * 5000, "--no-progress")
     refused_in_one_line(done, "max_depth")
