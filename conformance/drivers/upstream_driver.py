@@ -206,15 +206,27 @@ def load_upstream(name: str = "upstream") -> PythonDriver:
         label=f"lmcache {version}",
         serde=_serde_module(),
     )
-    if importlib.util.find_spec(STORAGE_MANAGER) is not None:
+    if _drives_storage_manager():
         driver.info.capabilities.append(L2_ADAPTERS)
     return driver
 
 
-#: The capability of a release whose L2 adapters the suite drives (test_store_load.py), and
-#: the module that gives it: LMCache's StorageManager, which the suite's workers build.
+#: The capability of a release whose L2 adapters the suite drives (test_store_load.py): its
+#: StorageManager has the API the suite's worker (conformance/store/lmcache_worker.py) calls,
+#: that of 0.5.6 and later (``PrefetchTaskSpec``; ``reserve_write`` without a mode). 0.5.3 to
+#: 0.5.5 ship the adapters behind an older API (``PrefetchRequestSpec``,
+#: ``reserve_write(..., mode)``): they do not declare it, and its tests skip.
 L2_ADAPTERS = "store.l2-adapters"
 STORAGE_MANAGER = "lmcache.v1.distributed.storage_manager"
+STORAGE_API = "lmcache.v1.distributed.api"
+
+
+def _drives_storage_manager() -> bool:
+    """Whether the installed release's StorageManager is the one the worker drives."""
+    if importlib.util.find_spec(STORAGE_MANAGER) is None:
+        return False
+    api = _optional_module(STORAGE_API)
+    return api is not None and hasattr(api, "PrefetchTaskSpec")
 
 
 #: Where releases keep the AsymK16V8 serdes (0.5.6 and 0.5.7rc2: this module; neither
