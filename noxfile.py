@@ -228,7 +228,7 @@ TESTS_REQUIRE = ("UPSTREAM", "TRITON", "REAL_KV")
 def tests(session: nox.Session) -> None:
     """Unit and property tests, the golden-vector check, the conformance suite (reference and
     upstream; the C testee under ASan+UBSan; the reference and upstream servers and the
-    reference client over loopback sockets) and a short fuzzing campaign (5k inputs per
+    reference client over loopback sockets) and a short fuzzing campaign (3k inputs per
     target)."""
     # kernels: the Triton quantize kernel's tests run under its interpreter.
     # real-kv: `bench e2e --model` runs on a tiny model the test builds (transformers).
@@ -265,7 +265,7 @@ def tests(session: nox.Session) -> None:
         "--junitxml=.lmckv/junit-conformance-sockets.xml",
     )  # fmt: skip
     session.run(
-        "python", "-m", "lmckv.conformance.fuzz", "--seconds", "40", "--runs", "5000",
+        "python", "-m", "lmckv.conformance.fuzz", "--seconds", "30", "--runs", "3000",
         "--alloc-every", "4", "--out", ".lmckv/fuzz",
     )  # fmt: skip
 
