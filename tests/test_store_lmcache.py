@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.metadata
 import json
+import re
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -26,12 +28,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.version import Version
 from upstream_required import upstream_missing
 
 from lmckv import cli
 from lmckv.base.schemas import validate
 from lmckv.conformance.store.lmcache_writer import (
     PlannedObject,
+    StoreWriteError,
     default_plan,
     expected_names,
     read_back_stores,
@@ -63,6 +67,17 @@ TRUNCATED, EMPTIED, FLIPPED, RENAMED = 5, 6, 0, 1
 FOREIGN = "notes.txt"
 RENAMED_NAME = {"fs": "renamed-by-hand.data", "fs_native": "renamed-by-hand.data"}
 RENAMED_KEY = "not@an@object@key"
+#: Releases before 0.5.6 whose fs_native client refuses a key with a cache_salt (its C++
+#: FSConnector takes 3 or 4 '@'-separated fields): the salted objects never reach the store
+#: (SPEC.md differences item 45; the suite's test_store_names fails on them too).
+SALT_DROPPED_BEFORE = {"fs_native": Version("0.5.6")}
+#: Releases before 0.5.5 read an object group only as an index of the prefetch's attention
+#: windows: a lone read of a group other than 0 is refused (differences item 46), so their
+#: read-back covers the objects of group 0.
+LONE_GROUP_READS_FROM = Version("0.5.5")
+#: Releases before 0.5.5 now and then push a serde's temporary L1 buffer to L2 while reading
+#: (differences item 47).
+TEMP_LEAKS_BEFORE = Version("0.5.5")
 
 
 def import_or_missing(module: str, what: str) -> Any:
@@ -138,12 +153,6 @@ class Written:
 def written(adapter: str, root: Path) -> Iterator[Written]:
     """The adapter's three stores (one per serde), written by LMCache; servers stopped after."""
     import_or_missing("lmcache.v1.distributed.storage_manager", "lmcache's StorageManager")
-    api = import_or_missing("lmcache.v1.distributed.api", "lmcache's StorageManager API")
-    if not hasattr(api, "PrefetchTaskSpec"):  # a release's API, not a missing install
-        pytest.skip(
-            "this lmcache's StorageManager predates the API the writer drives (0.5.6's "
-            "PrefetchTaskSpec; 0.5.3 to 0.5.5 have PrefetchRequestSpec)"
-        )
     master_key = root / "master.key"
     master_key.write_bytes(bytes(range(32)))
     with contextlib.ExitStack() as servers:
@@ -152,21 +161,48 @@ def written(adapter: str, root: Path) -> Iterator[Written]:
             l2_adapter_spec(adapter, st.fields, serde, master_key)
             for serde, st in zip(SERDES, stores, strict=True)
         ]
-        write_stores(specs, PLAN)
+        dropped_before = SALT_DROPPED_BEFORE.get(adapter)
+        if dropped_before is None or lmcache_version() >= dropped_before:
+            write_stores(specs, PLAN)
+        else:
+            expect_salted_dropped(specs)
         yield Written(specs, stores)
+
+
+def is_temp_key_leak(adapter: str, name: str) -> bool:
+    """Whether ``name`` is that of a serde's temporary L1 buffer for an object of PLAN: the
+    object's name with 16 more bytes (32 hex digits) of chunk hash (lmcache 0.5.3 and 0.5.4
+    push such buffers to L2 now and then while reading; SPEC.md differences item 47)."""
+    for o, stem in zip(PLAN, expected_names(adapter, PLAN), strict=True):
+        end = stem.index("@" + o.chunk_hash.hex()) + 1 + 2 * len(o.chunk_hash)
+        extra = name[end : end + 32]
+        if name[:end] + name[end + 32 :] == stem and re.fullmatch("[0-9a-f]{32}", extra):
+            return True
+    return False
+
+
+def lmcache_version() -> Version:
+    return Version(importlib.metadata.version("lmcache"))
+
+
+def expect_salted_dropped(specs: list[str]) -> None:
+    """Writing PLAN leaves out exactly its salted objects (a release of SALT_DROPPED_BEFORE):
+    the rest of the test has no complete store to check, so it is an expected failure."""
+    with pytest.raises(StoreWriteError) as refused:
+        write_stores(specs, PLAN)
+    salted = [o.key() for o in PLAN if o.cache_salt]
+    assert f"the store lacks {salted}" in str(refused.value)
+    pytest.xfail(f"lmcache {lmcache_version()} drops objects with a cache_salt: {salted}")
 
 
 @pytest.mark.parametrize("adapter", ["fs", "fs_native", "resp", "s3"])
 def test_a_store_lmcache_writes_is_what_fsck_checks(adapter: str, tmp_path: Path) -> None:
     names = expected_names(adapter, PLAN)
     with written(adapter, tmp_path) as stores:
-        # What LMCache wrote: the reference's names, the serdes' sizes, read back bit-exact.
+        # What LMCache wrote: the reference's names and the serdes' sizes.
         for serde, store in zip(SERDES, stores.stores, strict=True):
             sizes = {n: STORED_SIZE[serde](o.nbytes) for n, o in zip(names, PLAN, strict=True)}
             assert store.sizes() == sizes, serde
-        reads = read_back_stores(stores.specs, PLAN)
-        for serde, read in zip(SERDES, reads, strict=True):
-            assert [(r.hit, r.exact) for r in read] == [(True, True)] * len(PLAN), serde
         # fsck on the healthy stores: clean, every object counted in its total.
         for serde, spec in zip(SERDES, stores.specs, strict=True):
             status, doc = fsck(spec, tmp_path / f"{serde}.json")
@@ -183,6 +219,23 @@ def test_a_store_lmcache_writes_is_what_fsck_checks(adapter: str, tmp_path: Path
             else:  # no checksum: sized, the partial last chunk counted apart
                 assert (counts["size_checked"], counts["partial"]) == (len(PLAN) - 1, 1)
                 assert not doc["content_verifiable"]
+        readable = [
+            o for o in PLAN
+            if lmcache_version() >= LONE_GROUP_READS_FROM or o.object_group_id == 0
+        ]  # fmt: skip
+        reads = read_back_stores(stores.specs, readable)
+        for serde, read in zip(SERDES, reads, strict=True):
+            assert [(r.hit, r.exact) for r in read] == [(True, True)] * len(readable), serde
+        # Reading leaves each store as it was (0.5.3 and 0.5.4 may leave a serde's temporary
+        # buffers behind: those, and only those, are removed before the damage).
+        for serde, store in zip(SERDES, stores.stores, strict=True):
+            added = sorted(set(store.sizes()) - set(names))
+            if added and lmcache_version() < TEMP_LEAKS_BEFORE and serde != "none":
+                assert all(is_temp_key_leak(adapter, n) for n in added), (serde, added)
+                for name in added:
+                    store.delete(name)
+            else:
+                assert added == [], serde
         # Damaged: exactly the damaged objects, each with its rule.
         for serde, spec, store in zip(SERDES, stores.specs, stores.stores, strict=True):
             want = damage(store, names, serde)

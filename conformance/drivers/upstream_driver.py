@@ -212,21 +212,21 @@ def load_upstream(name: str = "upstream") -> PythonDriver:
 
 
 #: The capability of a release whose L2 adapters the suite drives (test_store_load.py): its
-#: StorageManager has the API the suite's worker (conformance/store/lmcache_worker.py) calls,
-#: that of 0.5.6 and later (``PrefetchTaskSpec``; ``reserve_write`` without a mode). 0.5.3 to
-#: 0.5.5 ship the adapters behind an older API (``PrefetchRequestSpec``,
-#: ``reserve_write(..., mode)``): they do not declare it, and its tests skip.
+#: StorageManager has an API the suite's worker (conformance/store/lmcache_worker.py) calls,
+#: that of 0.5.6 and later (``PrefetchTaskSpec``) or that of 0.5.3 to 0.5.5
+#: (``PrefetchRequestSpec``, ``reserve_write(..., mode)``).
 L2_ADAPTERS = "store.l2-adapters"
 STORAGE_MANAGER = "lmcache.v1.distributed.storage_manager"
 STORAGE_API = "lmcache.v1.distributed.api"
+PREFETCH_SPECS = ("PrefetchTaskSpec", "PrefetchRequestSpec")
 
 
 def _drives_storage_manager() -> bool:
-    """Whether the installed release's StorageManager is the one the worker drives."""
+    """Whether the installed release's StorageManager is one the worker drives."""
     if importlib.util.find_spec(STORAGE_MANAGER) is None:
         return False
     api = _optional_module(STORAGE_API)
-    return api is not None and hasattr(api, "PrefetchTaskSpec")
+    return api is not None and any(hasattr(api, name) for name in PREFETCH_SPECS)
 
 
 #: Where releases keep the AsymK16V8 serdes (0.5.6 and 0.5.7rc2: this module; neither

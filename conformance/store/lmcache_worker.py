@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import inspect
 import json
 import os
 import sys
@@ -249,7 +250,7 @@ def write_one(spec: str, plan: Plan) -> dict[str, Any]:
     with storage_manager(spec) as manager:
         for indexes in _layout_groups(plan.objects).values():
             keys = [object_key(plan.objects[i]) for i in indexes]
-            reserved = manager.reserve_write(keys, layout(plan.objects[indexes[0]]))
+            reserved = _reserve_write(manager, keys, layout(plan.objects[indexes[0]]))
             for index, key in zip(indexes, keys, strict=True):
                 results[index] = _fill_reserved(plan.objects[index], reserved.get(key))
             manager.finish_write([k for k in keys if k in reserved])
@@ -333,39 +334,56 @@ def read_one(spec: str, plan: Plan) -> dict[str, Any]:
     return {"objects": results}
 
 
+def _reserve_write(manager: Any, keys: list[Any], layout_desc: Any) -> dict[Any, Any]:
+    """``reserve_write`` of the release: 0.5.3 to 0.5.5 also take a mode ("new": reserve
+    the keys that are not stored yet, as a writer of fresh objects does)."""
+    if "mode" in inspect.signature(manager.reserve_write).parameters:
+        return dict(manager.reserve_write(keys, layout_desc, mode="new"))
+    return dict(manager.reserve_write(keys, layout_desc))
+
+
 def _prefetch_and_compare(
     manager: Any, obj: PlanObject, index: int, timeout_s: float, serde: str
 ) -> dict[str, Any]:
     """Prefetch ``obj`` into L1, compare its bytes, then drop it from L1 again (so that no
-    read is served by an earlier one)."""
+    read is served by an earlier one). Releases up to 0.5.5 describe a prefetch with a
+    ``PrefetchRequestSpec`` and answer with a bitmap; 0.5.6 and later with a
+    ``PrefetchTaskSpec`` and a result that names each key's L1 owner."""
     api = _api()
     key = object_key(obj)
-    row = api.GroupedObjectKeys(
-        keys=[key], object_group_id=obj.object_group_id, layout_desc=layout(obj)
-    )
-    task = api.PrefetchTaskSpec(key_groups=[row], fetching_policy="full")
+    if hasattr(api, "PrefetchTaskSpec"):
+        row = api.GroupedObjectKeys(
+            keys=[key], object_group_id=obj.object_group_id, layout_desc=layout(obj)
+        )
+        task = api.PrefetchTaskSpec(key_groups=[row], fetching_policy="full")
+    else:
+        groups = {0: layout(obj), obj.object_group_id: layout(obj)}
+        task = api.PrefetchRequestSpec(keys=[key], group_layout_descs=groups)
     handle = manager.submit_prefetch_task(task, external_request_id=f"lmckv-read-{index}")
     try:
         if not manager.wait_prefetch_status(handle, timeout=timeout_s):
             return {"outcome": "timeout", "hit": False, "exact": False}
         result = manager.query_prefetch_status(handle)
-        if result is None or not result.hit_cells[0].test(0):
+        owners = getattr(result, "l1_owners", None)
+        found = result.hit_cells[0] if owners is not None else result
+        if result is None or not found.test(0):
             return {"outcome": "miss", "hit": False, "exact": False}
-        expected = expected_read_bytes(obj, serde)
-        return _compare_hit(manager, key, result.l1_owners, expected)
+        return _compare_hit(manager, key, owners, expected_read_bytes(obj, serde))
     finally:
         manager.delete_l1_keys([key])
 
 
 def _compare_hit(
-    manager: Any, key: Any, l1_owners: dict[Any, int], expected: bytes
+    manager: Any, key: Any, l1_owners: dict[Any, int] | None, expected: bytes
 ) -> dict[str, Any]:
-    """Read the prefetched ``key`` from L1 and compare it with ``expected``."""
-    with manager.read_prefetched_results([key], l1_owners=l1_owners) as memory_objs:
+    """Read the prefetched ``key`` from L1 and compare it with ``expected`` (``l1_owners``:
+    0.5.6 and later)."""
+    owners = {} if l1_owners is None else {"l1_owners": l1_owners}
+    with manager.read_prefetched_results([key], **owners) as memory_objs:
         if memory_objs is None:
             return {"outcome": "miss", "hit": False, "exact": False}
         got = tensor_bytes(memory_objs[0].tensor)
-    manager.finish_read_prefetched([key], l1_owners=l1_owners)
+    manager.finish_read_prefetched([key], **owners)
     exact = got == expected
     return {"outcome": "exact" if exact else "wrong-bytes", "hit": True, "exact": exact}
 

@@ -180,16 +180,19 @@ def write_stores(
     *,
     python: str = sys.executable,
     timeout: float = 180.0,
+    required: Sequence[PlannedObject] | None = None,
 ) -> list[list[WrittenObject]]:
     """Write ``plan`` into each store of ``specs`` (``--l2-adapter`` JSON strings) through
     LMCache's StorageManager, in one fresh process under ``python`` within ``timeout``
     seconds; per store, what was written. A :class:`StoreWriteError` when the worker fails,
-    or when a store it can look into (:func:`missing_objects`) lacks an object."""
+    or when a store it can look into (:func:`missing_objects`) lacks an object of
+    ``required`` (default: all of ``plan``; a caller that checks the names itself requires
+    fewer)."""
     _check_plan(plan)
     stores = _run_worker("write", specs, plan, python, timeout)
     for spec, store in zip(specs, stores, strict=True):
         unreserved = [o.key() for o, row in zip(plan, store, strict=True) if not row["reserved"]]
-        missing = [o.key() for o in missing_objects(spec, plan)]
+        missing = [o.key() for o in missing_objects(spec, plan if required is None else required)]
         if unreserved or missing:
             raise StoreWriteError(f"{spec}: L1 refused {unreserved}; the store lacks {missing}")
     return [
