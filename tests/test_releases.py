@@ -36,7 +36,7 @@ def _lists(tmp_path: Path, *versions: str) -> Path:
     ("version", "expected"),
     [
         ("0.5.3", "upstream-0.5.3.txt"),
-        ("0.5.5", "upstream-0.5.3.txt"),  # nearest earlier
+        ("0.5.4", "upstream-0.5.3.txt"),  # nearest earlier
         ("0.5.7rc1", "upstream-0.5.3.txt"),  # pre-releases sort before their release
         ("0.5.7rc2", "upstream-0.5.7rc2.txt"),
         ("0.5.7", "upstream-0.5.7rc2.txt"),
@@ -59,9 +59,9 @@ def test_the_committed_lists_cover_every_listed_release() -> None:
         listed = load("upstream", version)
         assert listed.path is not None, version
         assert listed.reasons, version
-    fallback = load("upstream", "0.5.5")
+    fallback = load("upstream", "0.5.4")
     assert fallback.path is not None and fallback.path.name == "upstream-0.5.3.txt"
-    assert fallback.source == "upstream-0.5.3.txt (nearest earlier release; no upstream-0.5.5.txt)"
+    assert fallback.source == "upstream-0.5.3.txt (nearest earlier release; no upstream-0.5.4.txt)"
     assert load("upstream", "0.5.7rc2").source == "upstream-0.5.7rc2.txt"
     assert load("reference", "0.1.0").source == "none"
 

@@ -67,7 +67,7 @@ def test_a_changed_message_is_a_changed_failure(patched: dict[str, str]) -> None
 
 
 def test_update_expectations_rewrites_only_the_observation(patched: dict[str, str]) -> None:
-    path = Path(patched["LMCKV_KNOWN_FAILURES_DIR"]) / "upstream-0.5.3.txt"
+    path = Path(patched["LMCKV_KNOWN_FAILURES_DIR"]) / "upstream-0.5.6.txt"
     before = path.read_text(encoding="utf-8").splitlines()
     run = run_suite(
         ["upstream"], NODE, "-p", "lmckv_patch_message", "--update-expectations", env=patched
