@@ -22,6 +22,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
+from ...reference_impl.kv_codec.header_fields import SCALE_AWARE_SCOPES
 from ..core import blob_model as bl
 from ..core.digests import sha256
 from .common import FileSet, GenerationError
@@ -490,16 +491,11 @@ def build_fields(vv: V2Vectors) -> None:
     P, Q, G = "kv2-raw_unit-none-v_only", "kv2-raw_unit-none-kv-bf16", "kv2-raw_unit-none-geometry"
     fc = ["field-corrupt"]
     ss = ["scheme-scope"]
-    for scope, name in (
-        (0, "per_tensor"),
-        (1, "per_layer_head"),
-        (2, "per_page_head"),
-        (3, "external"),
-    ):
+    for scope in SCALE_AWARE_SCOPES:  # the names only: the values are the byte table's 0..3
         vv.edited(
-            f"kv2-raw_unit-scope-{name}",
+            f"kv2-raw_unit-scope-{scope.name.lower()}",
             "KV2-SCOPE",
-            f"P with scope {scope} ({name.upper()}): a RAW_UNIT blob's scope is NONE",
+            f"P with scope {int(scope)} ({scope.name}): a RAW_UNIT blob's scope is NONE",
             P,
             {"scale_scope": scope},
             flags=ss,

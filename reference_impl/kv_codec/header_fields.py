@@ -105,6 +105,10 @@ class ScaleScope(IntEnum):
     NONE = 4
 
 
+#: KV-SCOPE: the scopes of a scale-aware (v1) blob, the ones a quantizing writer can write.
+SCALE_AWARE_SCOPES: tuple[ScaleScope, ...] = tuple(s for s in ScaleScope if s != ScaleScope.NONE)
+
+
 def version_of(scheme: ScaleScheme) -> CodecVersion:
     """KV2-SCHEME: the header version a blob of ``scheme`` is written as (v2 iff RAW_UNIT)."""
     return CodecVersion.V2 if scheme == ScaleScheme.RAW_UNIT else CodecVersion.V1
