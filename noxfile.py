@@ -227,7 +227,8 @@ TESTS_REQUIRE = ("UPSTREAM", "TRITON", "REAL_KV")
 @nox.session(**VENV)
 def tests(session: nox.Session) -> None:
     """Unit and property tests, the golden-vector check, the conformance suite (reference and
-    upstream; the C testee under ASan+UBSan; the reference and upstream servers and the
+    upstream; the C testee under ASan+UBSan beside the reference's v1-only reader, the v1
+    readers of the compatibility matrix; the reference and upstream servers and the
     reference client over loopback sockets) and a short fuzzing campaign (3k inputs per
     target)."""
     # kernels: the Triton quantize kernel's tests run under its interpreter.
@@ -252,7 +253,7 @@ def tests(session: nox.Session) -> None:
         "--junitxml=.lmckv/junit-conformance.xml", env={**checked, REQUIRE_STORES: "1"},
     )  # fmt: skip
     session.run(
-        "python", "-m", "pytest", "-n", "2", *SUITE, "--impl", "c-asan",
+        "python", "-m", "pytest", "-n", "2", *SUITE, "--impl", "c-asan", "--impl", "reference-v1",
         "--junitxml=.lmckv/junit-conformance-c-asan.xml", env=checked,
     )  # fmt: skip
     session.run(

@@ -201,14 +201,18 @@ def matrix_section(inputs: ReportInputs, out: Output, spec_href: str) -> Section
 
 
 def interop_section(inputs: ReportInputs, out: Output) -> Section:
-    """The producer x consumer heatmap: which implementation reads which one's blobs."""
+    """The producer x consumer heatmap: which implementation reads which one's blobs; then
+    the version dimension, each reader x each golden vector set (v1, v2)."""
     title = "Producer × consumer"
     if not inputs.conformance:
         return Section("interop", title, note(NO_RESULTS))
     matrix = inputs.conformance_table("matrix")
+    versions = _versions_table(inputs, out)
     if matrix.empty:
         return Section(
-            "interop", title, note("the conformance results hold no producer × consumer cases")
+            "interop",
+            title,
+            note("the conformance results hold no producer × consumer cases") + versions,
         )
     cells = (
         matrix.groupby(["producer", "consumer"], as_index=False)[
@@ -237,5 +241,35 @@ def interop_section(inputs: ReportInputs, out: Output) -> Section:
             "Cell text: passed/cases, known failures and failures.",
         )
         + table(cells_shown, row_class=pd.Series(worst))
+        + versions
     )
     return Section("interop", title, body)
+
+
+def _versions_table(inputs: ReportInputs, out: Output) -> str:
+    """Reader x golden vector version: v1 readers must refuse every v2 vector with a typed
+    error, v2 readers read both sets (SPEC.md, KV-VERSION); empty when no run has it."""
+    rows = inputs.conformance_table("versions")
+    if rows.empty:
+        return ""
+    cells = (
+        rows.groupby(["reader", "reads", "vectors"], as_index=False)[
+            ["cases", "pass", "fail", "known_failure"]
+        ]
+        .sum()
+        .sort_values(["reader", "vectors"])
+    )
+    out.csv(cells, "reader_versions.csv")
+    worst = [
+        "o-fail" if f else ("o-known" if k else "o-pass")
+        for f, k in zip(cells["fail"], cells["known_failure"], strict=True)
+    ]
+    return (
+        "<h3>Reader × vector version</h3>"
+        + paragraph(
+            "Each reader's checks of the golden v1 and v2 vectors. A v1 reader (reads: v1) "
+            "passes a v2 vector by refusing it with a typed error; a v2 reader reads both "
+            "sets as their manifests say."
+        )
+        + table(cells.reset_index(drop=True), row_class=pd.Series(worst))
+    )

@@ -267,7 +267,10 @@ def load_conformance(path: Path, document: Any) -> ConformanceRun:
         raise ReportInputError(f"{path}: unknown test outcome(s) {bad}; expected {OUTCOMES}")
     _validate(document, "results", str(path))
     tables = {
-        name: _frame([{f: item.get(f) for f in fields} for item in document[name]], fields)
+        # .get: a list added after schema_version 1 (versions) may be absent
+        name: _frame(
+            [{f: item.get(f) for f in fields} for item in document.get(name) or []], fields
+        )
         for name, fields in CONFORMANCE_FIELDS.items()
     }
     meta = {k: v for k, v in document.items() if k not in CONFORMANCE_FIELDS}

@@ -25,6 +25,7 @@ from lmckv.reference_impl.kv_codec import (
     CodecError,
     CodecHashes,
     CodecMismatchError,
+    CodecVersion,
     CorruptEncodedKVError,
     EncodedKV,
     ScaleScope,
@@ -66,9 +67,21 @@ def test_magic_bytes(index: int) -> None:
     corrupt(blob, "bad magic")
 
 
-@pytest.mark.parametrize("version", [0, 2, 0xFFFF])
+@pytest.mark.parametrize("version", [0, 3, 0xFFFF])
 def test_version(version: int) -> None:
     corrupt(with_field(paged_blob(), "version", version), "version")
+
+
+def test_scale_aware_blob_relabelled_v2_is_refused_by_both_readers() -> None:
+    """A v1 blob whose version says 2: the v2 reader refuses its scheme slot (0, a v2 blob
+    is RAW_UNIT), the v1-only reader its version; neither reads it as a v1 blob."""
+    blob = with_field(paged_blob(), "version", 2)
+    with pytest.raises(CorruptEncodedKVError) as v2:
+        deserialize_header(blob)
+    assert v2.value.rule == "KV2-SCHEME"
+    with pytest.raises(CorruptEncodedKVError, match="version 2; this reader reads 1") as v1:
+        deserialize_header(blob, versions=(CodecVersion.V1,))
+    assert v1.value.rule == "KV-VERSION"
 
 
 @pytest.mark.parametrize("scope", [4, 0xFFFF])

@@ -104,6 +104,7 @@ def test_tables_behind_figures_are_written(full: tuple[Path, str]) -> None:
         "conformance_matrix.csv",
         "conformance_failures.csv",
         "producer_consumer.csv",
+        "reader_versions.csv",
         "headline_ratios.csv",
         "scope_choice.csv",
         "comparison.csv",
@@ -120,6 +121,14 @@ def test_tables_behind_figures_are_written(full: tuple[Path, str]) -> None:
     assert "132 SMs" in gpu and "power limit 700 W" in gpu and "PCIe gen 5 x16" in gpu
     assert "MIG off" in gpu
     assert environment["bench"][1]["machine id"] == "de9f2f89d8ab2c1e"
+
+
+def test_interop_shows_each_reader_against_each_vector_version(full: tuple[Path, str]) -> None:
+    out, page = full
+    assert "Reader × vector version" in section(page, "interop")
+    rows = pd.read_csv(out / "reader_versions.csv")
+    upstream_v2 = rows[(rows["reader"] == "upstream") & (rows["vectors"] == "v2")]
+    assert list(upstream_v2["reads"]) == ["v1"] and list(upstream_v2["pass"]) == [74]
 
 
 def test_summary_counts_and_recommended_scope(full: tuple[Path, str]) -> None:
@@ -164,6 +173,18 @@ def test_a_failing_producer_consumer_check_is_on_the_first_screen(tmp_path: Path
     assert main([str(tmp_path / "conformance.json"), "--out", str(tmp_path / "out")]) == 0
     text = section((tmp_path / "out" / "index.html").read_text(encoding="utf-8"), "summary")
     assert f"producer × consumer: 1 check(s) FAIL (of {len(matrix)})" in text
+
+
+def test_results_without_the_versions_list_still_build(tmp_path: Path) -> None:
+    """``versions`` came after schema_version 1: a results file without it is read, and the
+    interop section leaves the reader x version table out."""
+    results = json.loads((FIXTURES / "conformance.json").read_text())
+    del results["versions"]
+    (tmp_path / "conformance.json").write_text(json.dumps(results))
+    assert main([str(tmp_path / "conformance.json"), "--out", str(tmp_path / "out")]) == 0
+    page = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
+    assert "Reader × vector version" not in section(page, "interop")
+    assert "Producer × consumer" in page
 
 
 def test_matrix_shows_which_impl_breaks_which_rule(full: tuple[Path, str]) -> None:

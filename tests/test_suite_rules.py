@@ -29,7 +29,7 @@ ANCHOR = re.compile(r'<a id="([^"]+)"></a>')
 #: A rule statement: its anchor, its bold id and its level.
 SPEC_RULE = re.compile(r'<a id="([^"]+)"></a>\*\*([A-Z0-9-]+)\*\* \(([A-Z]+)\)')
 #: A bold rule id followed by a level, wherever it stands.
-STATED = re.compile(r"\*\*((?:KV|Q|PROTO|KEY|STORE|SERDE)-[A-Z0-9-]+)\*\* \((MUST|SHOULD)\)")
+STATED = re.compile(r"\*\*((?:KV|KV2|Q|PROTO|KEY|STORE|SERDE)-[A-Z0-9-]+)\*\* \((MUST|SHOULD)\)")
 #: The suite's modules use the ``rule`` marker, which conformance/conftest.py registers.
 pytestmark = pytest.mark.filterwarnings("ignore:Unknown pytest.mark.rule")
 
@@ -80,7 +80,7 @@ def suite_items() -> list[tuple[str, dict[str, Any] | None]]:
 def test_rules_are_well_formed() -> None:
     for rule in RULES.values():
         assert rule.level in (MUST, SHOULD)
-        assert re.fullmatch(r"(KV|Q|PROTO|KEY|STORE|SERDE)-[A-Z0-9]+(-[A-Z0-9]+)*", rule.id)
+        assert re.fullmatch(r"(KV|KV2|Q|PROTO|KEY|STORE|SERDE)-[A-Z0-9]+(-[A-Z0-9]+)*", rule.id)
         assert rule.spec_anchor == "#" + rule.id.lower()
         assert rule.summary.endswith(".")
 

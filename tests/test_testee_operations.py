@@ -61,6 +61,7 @@ def test_every_field_has_one_wire_type_and_flags_cover_optional_fields() -> None
             assert set(names) <= set(op.optional), (op.name, flag)
     assert ops.CAPABILITY_FLAGS == {
         "codec.hash_gate": "codec.parse",
+        "codec.v2": "codec.parse",
         "codec.dequant": "codec.decode",
         "codec.encode_scales": "codec.encode",
     }

@@ -24,7 +24,9 @@ from lmckv.reference_impl.kv_codec.header_fields import ScaleScope
 
 SCOPE_HOME = "lmckv.reference_impl.kv_codec.header_fields"
 IMPL_HOME = "lmckv.conformance.runner.impl_specs"
-SPELLINGS = {s.name for s in ScaleScope} | {s.name.lower() for s in ScaleScope}
+# NONE (v2's scope) is left out: "none" is an ordinary word here (the serde "none", empty lists).
+NAMED = [s for s in ScaleScope if s is not ScaleScope.NONE]
+SPELLINGS = {s.name for s in NAMED} | {s.name.lower() for s in NAMED}
 SPELLINGS |= {CALIBRATED_EXTERNAL, CALIBRATED_EXTERNAL.lower()}
 
 

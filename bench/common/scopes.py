@@ -11,10 +11,11 @@ writes is an EXTERNAL blob.
 
 from __future__ import annotations
 
-from ...reference_impl.kv_codec.header_fields import ScaleScope
+from ...reference_impl.kv_codec.header_fields import SCALE_AWARE_SCOPES, ScaleScope
 
-#: Every header scope's name, in ``ScaleScope`` order.
-SCOPE_NAMES: tuple[str, ...] = tuple(scope.name for scope in ScaleScope)
+#: Every scale-aware header scope's name, in ``ScaleScope`` order (NONE stores no scales:
+#: nothing to measure).
+SCOPE_NAMES: tuple[str, ...] = tuple(scope.name for scope in SCALE_AWARE_SCOPES)
 #: The row label of the calibrated-external-scales condition (not a header scope).
 CALIBRATED_EXTERNAL = f"{ScaleScope.EXTERNAL.name}_CALIBRATED"
 

@@ -1,4 +1,4 @@
-"""Loading the committed golden vectors (golden_blobs/v1/*.json).
+"""Loading the committed golden vectors (golden_blobs/v1/*.json, golden_blobs/v2/codec.json).
 
 Read through ``importlib.resources`` (the ``golden_blobs`` data package); set
 ``LMCKV_GOLDEN_DIR`` to read another golden_blobs directory.
@@ -18,17 +18,19 @@ GOLDEN_DIR = golden_dir()
 
 
 @functools.cache
-def manifest(name: str) -> dict[str, Any]:
-    """golden_blobs/v1/<name>.json, parsed."""
-    path = GOLDEN_DIR / "v1" / f"{name}.json"
+def manifest(name: str, vector_set: str = "v1") -> dict[str, Any]:
+    """golden_blobs/<vector_set>/<name>.json, parsed."""
+    path = GOLDEN_DIR / vector_set / f"{name}.json"
     with path.open(encoding="ascii") as f:
         data: dict[str, Any] = json.load(f)
     validate(data, "vectors")
     return data
 
 
-def vectors(name: str) -> list[dict[str, Any]]:
-    return list(manifest(name)["vectors"])
+def vectors(name: str, vector_set: str = "v1") -> list[dict[str, Any]]:
+    """The vectors of ``name`` in the set ``vector_set`` (``v2``: the encoded-KV v2 draft's,
+    ``codec`` only)."""
+    return list(manifest(name, vector_set)["vectors"])
 
 
 @functools.cache

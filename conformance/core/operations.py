@@ -106,7 +106,9 @@ TABLE: tuple[Operation, ...] = (
             *HASH_FIELDS,
         ),
         optional=("allow_trailing", *EXPECT_FIELDS),
-        flags={"codec.hash_gate": EXPECT_FIELDS},
+        # codec.v2 covers no field: the blob may be a v2 (RAW_UNIT) one, which the reader
+        # reads; without it the reader is a v1 reader and refuses every v2 blob (KV-VERSION).
+        flags={"codec.hash_gate": EXPECT_FIELDS, "codec.v2": ()},
     ),
     _op(
         "codec.decode",

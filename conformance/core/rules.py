@@ -45,7 +45,12 @@ _RULES: tuple[Rule, ...] = (
         "A blob starts with the 8 bytes 'LMCKV' 01 00 01; readers reject "
         "any other prefix with CorruptEncodedKVError.",
     ),
-    Rule("KV-VERSION", MUST, "The u16 at offset 8 is 1; readers reject any other version."),
+    Rule(
+        "KV-VERSION",
+        MUST,
+        "The u16 at offset 8 is a version the reader reads (1; a v2 reader also 2); readers "
+        "reject any other version, and a v1 reader rejects every v2 blob.",
+    ),
     Rule(
         "KV-LAYOUT",
         MUST,
@@ -176,6 +181,35 @@ _RULES: tuple[Rule, ...] = (
         "KV-ENCODE-REFUSE",
         MUST,
         "encode refuses (UnsupportedConfigError) to write a blob that readers would reject.",
+    ),
+    # -- encoded-KV blob v2 (SPEC.md, "Encoded-KV v2 (draft)") ----------------------------
+    Rule(
+        "KV2-SCHEME",
+        MUST,
+        "In a v2 header the u16 at offset 18 is scale_scheme RAW_UNIT (1); v2 readers reject "
+        "any other scheme, COMPUTED_PER_TENSOR (0) included. Writers write v2 for RAW_UNIT only.",
+    ),
+    Rule(
+        "KV2-SCOPE",
+        MUST,
+        "A v2 (RAW_UNIT) blob's scale_scope is NONE (4); NONE appears in v2 blobs only.",
+    ),
+    Rule(
+        "KV2-NO-SCALES",
+        MUST,
+        "Scope NONE stores no scales: scale_shape_n 0 and scale_payload_len 0.",
+    ),
+    Rule(
+        "KV2-CRC",
+        MUST,
+        "A v2 blob's CRC is the CRC-32 (IEEE) of every header byte before the CRC field, then "
+        "the payload; a header or payload bit flip is rejected.",
+    ),
+    Rule(
+        "KV2-RAW-BYTES",
+        MUST,
+        "A RAW_UNIT blob's K bytes and V codes decode as stored, bit for bit, with no scale; "
+        "widening V is refused (UnsupportedConfigError).",
     ),
     # -- the serde layer (SPEC.md, "The serde layer") -------------------------------------
     Rule(

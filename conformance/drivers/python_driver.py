@@ -43,6 +43,7 @@ _CODEC_NAMES = ("AsymK16V8Codec", "CodecHashes", "ScaleScope")
 REQUIRED_NAMES: dict[str, tuple[str, tuple[str, ...]]] = {
     "codec.": ("kv_codec", _CODEC_NAMES),
     "codec.encode_scales": ("kv_codec", (*_CODEC_NAMES, "quantize_v_fp8")),
+    "codec.v2": ("kv_codec", (*_CODEC_NAMES, "CodecVersion.V2", "ScaleScheme.RAW_UNIT")),
     "proto.client.": ("protocol", ("ClientMetaMessage", "ClientCommand", "parse_cache_key")),
     "proto.server.": ("protocol", ("ServerMetaMessage", "ServerReturnCode", "MemoryFormat")),
     "proto.remote.": ("protocol", ("RemoteMetadata", "init_remote_metadata_info")),
@@ -298,7 +299,7 @@ class PythonDriver(Driver):
 
     def op_codec_decode(self, blob: bytes, out_v_dtype: str | None = None) -> dict[str, Any]:
         codec = self._codec()
-        enc = codec.from_bytes(blob)
+        enc = self._from_bytes(blob, False)
         k, v, scales = codec.decode(enc, out_v_dtype=dtype_from_name(out_v_dtype))
         return {
             "k": tensor_bytes(k),

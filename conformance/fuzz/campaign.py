@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..drivers.python_driver import load_package
+from ..drivers.v1_reader import v1_reader
 from .checks import Checker, Limits
 from .decoders import Target
 from .differential import Differential
@@ -32,7 +32,9 @@ class Campaign:
         self.findings = Findings(findings_dir)
         self.differential = None
         if c_argv is not None:
-            reference = load_package("lmckv.reference_impl", name="reference")
+            # The C testee is a v1 reader (it does not declare codec.v2): it is compared with
+            # the reference's v1-only reader, which refuses a v2 blob as it must.
+            reference = v1_reader("reference")
             self.differential = Differential(reference, c_argv, c_env)
         self.inputs = 0
         self.accepted = 0

@@ -133,9 +133,11 @@ def _check_header(blob: bytes, enc: kc.EncodedKV) -> None:
     end = len(enc.header_bytes or b"") + len(enc.payload)
     if _canonical_hash_section(blob):
         _require(rewritten == blob[:end], "canonical blob does not re-serialize to its own bytes")
+    # KV-CRC: v1 covers the payload; KV2-CRC: v2 the header bytes before the CRC, then it.
+    covered = bytes(enc.payload) if enc.version == 1 else header[:-4] + bytes(enc.payload)
     _require(
-        crc32(enc.payload) == blob_model.layout(rewritten).int_value("crc"),
-        "CRC of the payload differs from the stored one",
+        crc32(covered) == blob_model.layout(rewritten).int_value("crc"),
+        "CRC of what the version covers differs from the stored one",
     )
 
 
@@ -146,13 +148,16 @@ def _blob_offsets(blob: bytes) -> list[tuple[int, int]]:
 
 def _fix_crc(data: bytes) -> bytes:
     """Recompute the CRC of a (flag byte +) blob whose header is whole and whose payload
-    lengths are not negative, so that payload and length mutations reach the checks after
-    KV-CRC's."""
+    lengths are not negative (over what its version's CRC covers), so that payload and
+    length mutations reach the checks after KV-CRC's and KV2-CRC's."""
     flag, blob = data[:1], bytearray(data[1:])
     found = blob_model.layout(blob)
     if found.payload is None:
         return data
-    found.field("crc").put(blob, crc32(blob[found.payload]))
+    covered = bytes(blob[found.payload])
+    if found.int_value("version") == 2:  # KV2-CRC: the header bytes before the CRC too
+        covered = bytes(blob[: found.field("crc").offset]) + covered
+    found.field("crc").put(blob, crc32(covered))
     return flag + bytes(blob)
 
 

@@ -1,4 +1,5 @@
-"""Seed inputs of every fuzz target: the golden vectors (golden_blobs/v1) plus a few valid
+"""Seed inputs of every fuzz target: the golden vectors (golden_blobs/v1, and v2's codec
+blobs) plus a few valid
 inputs the reference writes, so that mutation starts from every rule's boundary cases."""
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from ..core.golden_vectors import GOLDEN_DIR, golden_file
 MAX_SEED_BYTES = 8192
 
 
-def _manifest_vectors(name: str) -> list[dict[str, Any]]:
-    path = GOLDEN_DIR / "v1" / f"{name}.json"
+def _manifest_vectors(name: str, vector_set: str = "v1") -> list[dict[str, Any]]:
+    path = GOLDEN_DIR / vector_set / f"{name}.json"
     if not path.is_file():
         return []
     with path.open(encoding="ascii") as f:
@@ -41,10 +42,11 @@ def _files(vectors: list[dict[str, Any]], *keys: str) -> list[bytes]:
 def _generated_blobs() -> list[bytes]:
     """Valid blobs of every scope, written by the reference (small shapes)."""
     from ...reference_impl.kv_codec import AsymK16V8Codec, CodecHashes, ScaleScope
+    from ...reference_impl.kv_codec.header_fields import SCALE_AWARE_SCOPES
 
     gen = torch.Generator().manual_seed(7)
     out = []
-    for scope in ScaleScope:
+    for scope in SCALE_AWARE_SCOPES:
         for dtype in (torch.float16, torch.bfloat16):
             kv = torch.randn(2, 4, 2, 8, generator=gen).to(dtype)
             codec = AsymK16V8Codec(scale_scope=scope)
@@ -61,7 +63,7 @@ def _generated_blobs() -> list[bytes]:
 
 @functools.cache
 def codec_blobs() -> tuple[bytes, ...]:
-    vectors = _manifest_vectors("codec")
+    vectors = _manifest_vectors("codec") + _manifest_vectors("codec", "v2")
     return tuple(_files(vectors, "blob") + _generated_blobs())
 
 

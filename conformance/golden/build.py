@@ -7,7 +7,7 @@ from pathlib import Path
 
 from lmckv.base.resources import checkout_root, package_path
 
-from . import codec_blobs, codec_encode, key_vectors, protocol_vectors
+from . import codec_blobs, codec_encode, codec_v2, key_vectors, protocol_vectors
 from .codec_builder import NOTES as CODEC_NOTES
 from .codec_builder import CodecVectors, reference_driver
 from .common import FileSet, manifest
@@ -55,11 +55,32 @@ def build_codec(files: FileSet) -> None:
     )
 
 
+CODEC_V2_DESCRIPTION = (
+    "Encoded-KV blob v2, the draft of mcgrof/LMCache at "
+    f"{codec_v2.DRAFT_COMMIT[:8]} as SPEC.md's v2 chapter decides it: RAW_UNIT blobs (e4m3 V "
+    "codes stored as they were, scope NONE, no scales) whose CRC covers the header too. Built "
+    "byte by byte from the byte table, not by the reference. 'versions' lists the header "
+    "versions whose readers must give 'expected'; 'v1_reader' is what a v1-only reader must do "
+    "instead (refuse, naming that rule). 'decode' as in v1/codec.json. Every v1 vector keeps its "
+    "outcome for a v2 reader. Files are relative to golden_blobs/."
+)
+
+
+def build_codec_v2(files: FileSet) -> None:
+    vectors = codec_v2.build(files)
+    files.add_json(
+        "v2/codec.json",
+        manifest("lmckv-encoded-kv", CODEC_V2_DESCRIPTION, codec_v2.NOTES, vectors),
+    )
+
+
 def build_all(progress: Callable[[str], None] = lambda _msg: None) -> dict[str, bytes]:
     """Every file under golden_blobs/, by relative path."""
     files = FileSet()
     progress("golden: codec vectors")
     build_codec(files)
+    progress("golden: codec v2 vectors")
+    build_codec_v2(files)
     driver = reference_driver()
     progress("golden: protocol vectors")
     pv = protocol_vectors.build(files, driver)

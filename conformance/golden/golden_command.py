@@ -1,6 +1,6 @@
 """``python -m lmckv.conformance.golden [--check] [--out DIR]``.
 
-Without ``--check``: regenerate golden_blobs/v1 (files no longer produced are deleted).
+Without ``--check``: regenerate golden_blobs/v1 and v2 (files no longer produced are deleted).
 With ``--check``: regenerate in memory and exit 1 if any file differs from, is missing
 from, or is extra in the committed tree, naming each.
 """
@@ -16,14 +16,16 @@ from lmckv.base.resources import golden_dir
 
 from .build import GOLDEN_DIR, build_all
 
+#: The vector sets under golden_blobs/, one folder each.
+SETS = ("v1", "v2")
+
 
 def _committed(root: Path) -> dict[str, bytes]:
-    base = root / "v1"
-    if not base.is_dir():
-        return {}
     return {
         str(p.relative_to(root).as_posix()): p.read_bytes()
-        for p in sorted(base.rglob("*"))
+        for name in SETS
+        if (root / name).is_dir()
+        for p in sorted((root / name).rglob("*"))
         if p.is_file()
     }
 
@@ -31,9 +33,9 @@ def _committed(root: Path) -> dict[str, bytes]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="lmckv golden",
-        description="Without --check: regenerate golden_blobs/v1 (files no longer produced are "
-        "deleted). With --check: regenerate in memory and exit 1 if any file differs from, is "
-        "missing from, or is extra in the committed tree, naming each.",
+        description="Without --check: regenerate golden_blobs/v1 and v2 (files no longer "
+        "produced are deleted). With --check: regenerate in memory and exit 1 if any file "
+        "differs from, is missing from, or is extra in the committed tree, naming each.",
     )
     parser.add_argument("--check", action="store_true", help="compare, do not write")
     parser.add_argument(

@@ -4,7 +4,9 @@
 A value is a bare name (``reference``) or ``PREFIX:ARGUMENT`` (``exec:./my-testee``). The
 kinds, in the order ``--help`` and errors list them:
 
-- ``reference``: this repository's ``reference_impl``; ``upstream``: LMCache's own modules;
+- ``reference``: this repository's ``reference_impl``; ``reference-v1``: its codec reader in
+  the v1-only mode (it refuses every v2 blob; reading operations only); ``upstream``:
+  LMCache's own modules;
   ``python:PKG``: any importable package with ``PKG.kv_codec``, ``PKG.protocol``, ``PKG.keys``
   laid out like ``reference_impl`` (all three in this process).
 - ``exec:CMD``: a program in any language speaking conformance/TESTEE.md on stdin/stdout,
@@ -68,6 +70,12 @@ def _reference(spec: ImplSpec, settings: ExecSettings | None) -> Driver:
     from ..drivers.python_driver import load_package
 
     return load_package("lmckv.reference_impl", name="reference")
+
+
+def _reference_v1(spec: ImplSpec, settings: ExecSettings | None) -> Driver:
+    from ..drivers.v1_reader import reference_v1
+
+    return reference_v1()
 
 
 def _upstream(spec: ImplSpec, settings: ExecSettings | None) -> Driver:
@@ -142,6 +150,7 @@ def _upstream_client(spec: ImplSpec, settings: ExecSettings | None) -> Driver:
 #: error message read.
 KINDS: tuple[ImplKind, ...] = (
     ImplKind("reference", "reference", Where.IN_PROCESS, _reference),
+    ImplKind("reference-v1", "reference-v1", Where.IN_PROCESS, _reference_v1),
     ImplKind("upstream", "upstream", Where.IN_PROCESS, _upstream),
     ImplKind("c", "c", Where.EXEC, _c_testee),
     ImplKind("c-asan", "c-asan", Where.EXEC, _c_testee),

@@ -115,6 +115,8 @@ class ConformancePlugin:
         self.narrowed: list[str] = []
         self.problems: list[str] = []
         self.matrix: list[dict[str, Any]] = []
+        #: node id -> the golden vector set a codec read test reads (v1, v2).
+        self.vector_sets: dict[str, str] = {}
         #: (list, listed test ids) whose observation --update-expectations rewrote
         self.updated: list[tuple[str, list[str]]] = []
         self.settings = self._exec_settings()
@@ -265,11 +267,13 @@ class ConformancePlugin:
                 dropped.append(item)  # no implementation of this kind: nothing to run
                 continue
             impl = next((params[f] for f in ("impl", *SOCKET_KINDS) if f in params), consumer)
+            vector_set = item.get_closest_marker("vector_set")
             item.user_properties += [
                 ("rule", rule.id),
                 ("level", rule.level),
                 ("impl", impl),
                 ("producer", producer),
+                ("vector_set", vector_set.args[0] if vector_set is not None else None),
             ]
             participants = [n for n in (impl, producer) if n is not None]
             item.stash[PARTICIPANTS] = participants
@@ -361,6 +365,8 @@ class ConformancePlugin:
             return
         if "not_run" in props:
             self.not_run[report.nodeid] = str(props["not_run"])
+        if props.get("vector_set") is not None:
+            self.vector_sets[report.nodeid] = str(props["vector_set"])
         record = self.records.get(report.nodeid)
         if record is None:
             record = {
@@ -438,6 +444,29 @@ class ConformancePlugin:
             )
         return matrix, problem
 
+    def _versions(self) -> list[dict[str, Any]]:
+        """The compatibility matrix: each reader x each golden vector set, the checks run
+        (skips left out) and their outcomes; ``reads`` says whether the reader declares
+        codec.v2 (``v1, v2``) or is a v1 reader (``v1``)."""
+        rows: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+        for node, vector_set in self.vector_sets.items():
+            rec = self.records.get(node)
+            if rec is not None and rec["outcome"] != "skip":
+                rows[(rec["impl"], vector_set)][rec["outcome"]] += 1
+        return [
+            {
+                "reader": reader,
+                "reads": "v1, v2" if self.drivers[reader].supports("codec.v2") else "v1",
+                "vectors": vector_set,
+                "cases": sum(counts.values()),
+                "pass": counts["pass"],
+                "fail": counts["fail"] + counts["unexpected_pass"],
+                "known_failure": counts["known_failure"],
+            }
+            for (reader, vector_set), counts in sorted(rows.items())
+            if reader in self.drivers
+        ]
+
     def _summary(self) -> list[dict[str, Any]]:
         """Per implementation and level; matrix checks involve two implementations and are
         counted in the matrix rows instead."""
@@ -500,6 +529,7 @@ class ConformancePlugin:
             tests=list(self.records.values()),
             summary=self._summary(),
             matrix=self.matrix,
+            versions=self._versions(),
             known_failures={name: self.known_failures_path(name) for name in self.drivers},
             known_failures_choice={name: kf.choice for name, kf in self.verdicts.lists.items()},
         )

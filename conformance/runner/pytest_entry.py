@@ -51,11 +51,18 @@ def add_options_once(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
+def _add_markers(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "rule(id): the SPEC rule a conformance test checks")
+    config.addinivalue_line(
+        "markers", "vector_set(name): the golden vector set (v1, v2) a codec read test reads"
+    )
+
+
 def start_plugin(config: pytest.Config) -> None:
     """Register the conformance plugin for this run, unless it already is."""
     from .plugin import PLUGIN_NAME, ConformancePlugin
 
-    config.addinivalue_line("markers", "rule(id): the SPEC rule a conformance test checks")
+    _add_markers(config)
     if not config.pluginmanager.has_plugin(PLUGIN_NAME):
         config.pluginmanager.register(ConformancePlugin(config), PLUGIN_NAME)
 
@@ -68,7 +75,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("impl"):
         start_plugin(config)
     else:
-        config.addinivalue_line("markers", "rule(id): the SPEC rule a conformance test checks")
+        _add_markers(config)
 
 
 @pytest.fixture

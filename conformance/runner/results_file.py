@@ -49,12 +49,14 @@ def write_results(
     tests: Sequence[dict[str, Any]],
     summary: list[dict[str, Any]],
     matrix: list[dict[str, Any]],
+    versions: list[dict[str, Any]] | None = None,
     known_failures: dict[str, str | None] | None = None,
     known_failures_choice: dict[str, str | None] | None = None,
 ) -> None:
     """Write the results document to ``path`` (parents created). ``known_failures``: the
     known-failure list used for each implementation (None: none); ``known_failures_choice``:
-    why, when it is not the implementation's own list (None: it is)."""
+    why, when it is not the implementation's own list (None: it is); ``versions``: the
+    reader x golden vector set rows of the compatibility matrix."""
     data = {
         "schema_version": RESULTS_VERSION,
         "started_utc": started_utc,
@@ -78,6 +80,7 @@ def write_results(
         "tests": sorted(tests, key=lambda r: r["id"]),
         "summary": summary,
         "matrix": matrix,
+        "versions": versions or [],
     }
     validate(data, "results")
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -9,14 +9,14 @@ from typing import Any
 
 import torch
 
-from ...reference_impl.kv_codec.header_fields import ScaleScope
+from ...reference_impl.kv_codec.header_fields import SCALE_AWARE_SCOPES, ScaleScope
 from ..core import blob_model as bl
 from ..core.dtype_names import dtype_from_name
 from ..core.tensor_bytes import tensor_bytes
 from ..drivers.base import Driver
 
 MODES = ("kv", "v_only")
-SCOPES = {scope.name.lower(): int(scope) for scope in ScaleScope}
+SCOPES = {scope.name.lower(): int(scope) for scope in SCALE_AWARE_SCOPES}
 #: The scopes a serde writes (SPEC.md, "The serde layer"): heads on axis -2; PER_PAGE_HEAD
 #: has no page axis and EXTERNAL no caller scales in a group, so serialize refuses them.
 WRITTEN_SCOPES = {

@@ -1,5 +1,6 @@
 """Reading golden blobs: header fields or the exact error, payload sections, dequantized V,
-and the logical shape of K and V."""
+and the logical shape of K and V. The v1 half of the compatibility matrix: every reader, v1
+or v2, reads every golden_blobs/v1 vector as it says (test_codec_versions.py: the v2 half)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from .verdicts import (
     expect_ok,
     require,
 )
+
+pytestmark = pytest.mark.vector_set("v1")
 
 ALL = [v for v in codec_vectors() if "blob" in v]
 DECODED = [v for v in ALL if "decode" in v]

@@ -1,4 +1,5 @@
-"""The encoded-KV blob v1 and its AsymK16V8 codec; the names of ``lmcache.v1.kv_codec``.
+"""The encoded-KV blob (v1, and the v2 draft's RAW_UNIT blob) and its AsymK16V8 codec; the
+names of ``lmcache.v1.kv_codec``.
 
 The names that need torch (the codec, ``EncodedKV``, the quantizers) are imported on first
 use, so that a header-only reader (``header_fields``, ``blob_file``) imports none of it.
@@ -19,6 +20,7 @@ from .header_fields import (
     CODEC_MAGIC,
     CodecHashes,
     CodecVersion,
+    ScaleScheme,
     ScaleScope,
 )
 
@@ -65,6 +67,7 @@ __all__ = [
     "CodecVersion",
     "CorruptEncodedKVError",
     "EncodedKV",
+    "ScaleScheme",
     "ScaleScope",
     "UnsupportedConfigError",
     "compute_v_scales",

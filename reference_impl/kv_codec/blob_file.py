@@ -14,9 +14,9 @@ import os
 import stat
 from io import BufferedIOBase
 
-from .checksum import payload_crc32
+from .checksum import crc_rule, crc_start, payload_crc32
 from .errors import CodecError, CorruptEncodedKVError
-from .header_fields import HeaderFields, parse_header_fields
+from .header_fields import READ_VERSIONS, CodecVersion, HeaderFields, parse_header_fields
 
 #: The first read: every header the reference writes with short hash strings fits.
 FIRST_READ = 4096
@@ -46,13 +46,15 @@ def _read_exact(f: BufferedIOBase, n: int) -> bytes:
     return data
 
 
-def _header(f: BufferedIOBase, size: int) -> tuple[HeaderFields, int, int]:
+def _header(
+    f: BufferedIOBase, size: int, versions: tuple[CodecVersion, ...]
+) -> tuple[HeaderFields, int, int]:
     """Parse the header from the file's first bytes, reading more while it runs past them."""
     want = min(size, FIRST_READ)
     prefix = _read_exact(f, want)
     while True:
         try:
-            return parse_header_fields(prefix)
+            return parse_header_fields(prefix, versions)
         except CorruptEncodedKVError as exc:
             if exc.rule != "KV-TRUNCATED":
                 raise
@@ -68,13 +70,16 @@ def _header(f: BufferedIOBase, size: int) -> tuple[HeaderFields, int, int]:
         prefix += _read_exact(f, want - len(prefix))
 
 
-def verify_blob_file(f: BufferedIOBase, size: int) -> HeaderFields:
+def verify_blob_file(
+    f: BufferedIOBase, size: int, versions: tuple[CodecVersion, ...] = READ_VERSIONS
+) -> HeaderFields:
     """Verify the blob file ``f`` (positioned at its start, ``size`` bytes long) as
-    ``deserialize_header`` verifies a buffer, strictly; returns its header fields with
-    ``header_bytes`` set and no payload. Raises :class:`TruncatedBlobError` when the file
-    is shorter than the header or than the lengths it declares (checked before any
-    payload byte is read), CorruptEncodedKVError for every other reader rule."""
-    enc, header_len, crc = _header(f, size)
+    ``deserialize_header`` verifies a buffer, strictly, reading the header ``versions``;
+    returns its header fields with ``header_bytes`` set and no payload. Raises
+    :class:`TruncatedBlobError` when the file is shorter than the header or than the
+    lengths it declares (checked before any payload byte is read), CorruptEncodedKVError
+    for every other reader rule."""
+    enc, header_len, crc = _header(f, size, versions)
     end = header_len + enc.expected_payload_len()
     if end > size:
         raise TruncatedBlobError(
@@ -86,7 +91,8 @@ def verify_blob_file(f: BufferedIOBase, size: int) -> HeaderFields:
         raise CorruptEncodedKVError(f"{size - end} bytes follow the payload", rule="KV-TRAILING")
     f.seek(0)
     enc.header_bytes = _read_exact(f, header_len)
-    computed, left = 0, enc.expected_payload_len()
+    computed = crc_start(enc.version, enc.header_bytes[:-4])
+    left = enc.expected_payload_len()
     piece = memoryview(bytearray(min(CRC_PIECE, left)))  # one buffer, read into again and again
     while left:
         got = f.readinto(piece[: min(len(piece), left)])
@@ -98,8 +104,8 @@ def verify_blob_file(f: BufferedIOBase, size: int) -> HeaderFields:
         left -= got
     if computed != crc:
         raise CorruptEncodedKVError(
-            f"payload CRC-32 mismatch: header says {crc:#010x}, payload gives {computed:#010x}",
-            rule="KV-CRC",
+            f"CRC-32 mismatch: header says {crc:#010x}, the blob gives {computed:#010x}",
+            rule=crc_rule(enc.version),
         )
     return enc
 

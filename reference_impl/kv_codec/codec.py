@@ -26,9 +26,12 @@ from .errors import (
 from .header import (
     HASH_FIELDS,
     K_DTYPES,
+    READ_VERSIONS,
     SCALE_DTYPES,
     CodecHashes,
+    CodecVersion,
     EncodedKV,
+    ScaleScheme,
     ScaleScope,
     check_consistency,
     deserialize_header,
@@ -149,6 +152,11 @@ class AsymK16V8Codec:
             raise UnsupportedConfigError(
                 f"unknown scale scope {scale_scope!r}", rule="KV-SCOPE"
             ) from None
+        if scope == ScaleScope.NONE:  # the codec quantizes: its blobs are v1
+            raise UnsupportedConfigError(
+                "scale scope NONE is the v2 RAW_UNIT scope; this codec stores scales",
+                rule="KV-SCOPE",
+            )
         self.fp8_dtype = fp8_dtype
         self.scale_dtype = scale_dtype
         self.scale_scope = scope
@@ -387,11 +395,13 @@ class AsymK16V8Codec:
         *,
         expected_hashes: CodecHashes | None = None,
         allow_trailing: bool = False,
+        versions: tuple[CodecVersion, ...] = READ_VERSIONS,
     ) -> EncodedKV:
-        """Parse and verify a blob (see ``deserialize_header``), then apply the hash gate:
-        a non-empty expected hash that differs from a non-empty stored one raises
+        """Parse and verify a blob (see ``deserialize_header``; ``versions``: the header
+        versions read, ``(CodecVersion.V1,)`` for a v1-only reader), then apply the hash
+        gate: a non-empty expected hash that differs from a non-empty stored one raises
         CodecMismatchError (KV-HASH-GATE)."""
-        enc = deserialize_header(buf, allow_trailing=allow_trailing)
+        enc = deserialize_header(buf, allow_trailing=allow_trailing, versions=versions)
         if expected_hashes is not None:
             for name in HASH_FIELDS:
                 want, got = getattr(expected_hashes, name), getattr(enc.hashes, name)
@@ -420,9 +430,10 @@ class AsymK16V8Codec:
         K-less blob (KV-K-ABSENT) K is an empty 1-D tensor of ``k_dtype``.
 
         V stays FP8 unless ``out_v_dtype`` is a wider float, then it is dequantized per
-        Q-DEQUANT in any scope. On CPU, K, V and the scales are views over the parsed
-        buffer when it is writable (a bytearray, mmap, ...) and copies when it is
-        immutable ``bytes``.
+        Q-DEQUANT in any scope; a RAW_UNIT (v2) blob's V codes are returned as stored and
+        never widened (KV2-RAW-BYTES), and its scales are an empty 1-D tensor. On CPU, K, V
+        and the scales are views over the parsed buffer when it is writable (a bytearray,
+        mmap, ...) and copies when it is immutable ``bytes``.
         ``shape`` (with ``head_axis``/``page_axis``) overrides the shape rule; ``layout``
         overrides the ``kv_layout`` hash; ``v_scales`` supplies EXTERNAL scales that
         were not stored. ``out_v``: a tensor of V's element count and ``out_v_dtype`` (on the
@@ -451,9 +462,9 @@ class AsymK16V8Codec:
         k_shape = v_shape if enc.has_k and ls is not None else (k_len // enc.k_dtype.itemsize,)
         k = _section(payload, 0, k_len, enc.k_dtype, k_shape)
         v = _section(payload, k_len, v_len, enc.v_dtype, v_shape)
-        scales = _section(
-            payload, k_len + v_len, enc.scale_payload_len, enc.scale_dtype, enc.scale_shape
-        )
+        # KV2-NO-SCALES: scope NONE stores none; its empty section is a 1-D tensor.
+        s_shape = (0,) if enc.scale_scope == ScaleScope.NONE else enc.scale_shape
+        scales = _section(payload, k_len + v_len, enc.scale_payload_len, enc.scale_dtype, s_shape)
         if device is not None and torch.device(device).type != "cpu":
             k, v, scales = k.to(device), v.to(device), scales.to(device)
         if out_k_dtype is not None and out_k_dtype != k.dtype:
@@ -471,6 +482,12 @@ class AsymK16V8Codec:
                 f"out_v is {out_v.dtype} x {out_v.numel()} on {out_v.device}, V needs "
                 f"{out_v_dtype} x {v.numel()} on {v.device}",
                 rule=None,
+            )
+        if enc.scale_scheme == ScaleScheme.RAW_UNIT:
+            raise UnsupportedConfigError(
+                "a RAW_UNIT (v2) blob's V codes are restored as stored, never widened: "
+                "no scale is recorded to widen them with",
+                rule="KV2-RAW-BYTES",
             )
         return k, self._dequantize(enc, v, scales, ls, out_v_dtype, v_scales, out_v), scales
 

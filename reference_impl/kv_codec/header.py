@@ -1,5 +1,6 @@
-"""The encoded-KV blob v1 as the codec holds it: :class:`EncodedKV` (torch dtypes and the
-payload), the writer of its header, and the strict reader of a whole blob.
+"""The encoded-KV blob as the codec holds it: :class:`EncodedKV` (torch dtypes and the
+payload), the writer of its header (v1, or v2 when asked for RAW_UNIT), and the strict reader
+of a whole blob (v1 and v2, or the versions it is told).
 
 The byte layout, the field parser and the reader rules on the fields live in
 ``header_fields.py`` (no torch); this module parses with them into ``EncodedKV`` and
@@ -15,7 +16,7 @@ from typing import Any
 import torch
 
 from ..dtypes import DTYPE_TO_INT
-from .checksum import payload_crc32
+from .checksum import crc_rule, crc_start, payload_crc32
 from .errors import CorruptEncodedKVError, UnsupportedConfigError
 from .header_fields import (
     CODEC_MAGIC,
@@ -27,6 +28,7 @@ from .header_fields import (
     K_DTYPE_NAMES,
     LENS_STRUCT,
     MAX_SCALE_DIMS,
+    READ_VERSIONS,
     SCALE_DTYPE_NAMES,
     U16_STRUCT,
     U32_STRUCT,
@@ -35,11 +37,13 @@ from .header_fields import (
     CodecVersion,
     DTypeTable,
     HeaderRecord,
+    ScaleScheme,
     ScaleScope,
     check_consistency,
     fields_key,
     hash_values,
     parse_fields,
+    version_of,
 )
 from .memo import BoundedMemo
 
@@ -49,11 +53,13 @@ __all__ = [
     "HASH_FIELDS",
     "K_DTYPES",
     "MAX_SCALE_DIMS",
+    "READ_VERSIONS",
     "SCALE_DTYPES",
     "V_DTYPES",
     "CodecHashes",
     "CodecVersion",
     "EncodedKV",
+    "ScaleScheme",
     "ScaleScope",
     "check_consistency",
     "check_writable",
@@ -86,6 +92,8 @@ class EncodedKV(HeaderRecord):
     v_dtype: torch.dtype
     scale_dtype: torch.dtype = torch.float32
     scale_scope: ScaleScope = ScaleScope.PER_PAGE_HEAD
+    #: RAW_UNIT (with scope NONE) makes a v2 blob; the default, a v1 one (KV2-SCHEME).
+    scale_scheme: ScaleScheme = ScaleScheme.COMPUTED_PER_TENSOR
     hashes: CodecHashes = field(default_factory=CodecHashes)
     layer_id: int = -1
     chunk_id: int = -1
@@ -150,7 +158,8 @@ def hash_section(hashes: CodecHashes) -> bytes:
 
 
 def pack_header_fields(enc: EncodedKV) -> bytes:
-    """Every header byte except the trailing CRC (KV-LAYOUT)."""
+    """Every header byte except the trailing CRC (KV-LAYOUT): version 2 and the scheme in
+    slot 18 for RAW_UNIT, version 1 and 0 there otherwise (KV2-SCHEME)."""
     if len(enc.scale_shape) > MAX_SCALE_DIMS:
         raise UnsupportedConfigError(
             f"scale_shape has {len(enc.scale_shape)} dims; at most {MAX_SCALE_DIMS} fit",
@@ -159,12 +168,12 @@ def pack_header_fields(enc: EncodedKV) -> bytes:
     try:
         fixed = FIXED_STRUCT.pack(
             CODEC_MAGIC,
-            int(CodecVersion.V1),
+            int(enc.version),
             int(enc.scale_scope),
             _dtype_id(enc.k_dtype),
             _dtype_id(enc.v_dtype),
             _dtype_id(enc.scale_dtype),
-            0,
+            int(enc.scale_scheme),
             enc.layer_id,
             enc.chunk_id,
             enc.chunk_size,
@@ -215,8 +224,17 @@ def writer_rule(reader_rule: str | None) -> str:
 
 
 def check_writable(enc: EncodedKV) -> None:
-    """KV-ENCODE-REFUSE: ``enc``'s header is one the reader accepts (dtypes, ids, geometry,
-    lengths, scale shape); raises UnsupportedConfigError naming the broken rule."""
+    """KV-ENCODE-REFUSE: ``enc``'s header is one the reader accepts (scheme and scope,
+    dtypes, ids, geometry, lengths, scale shape); raises UnsupportedConfigError naming the
+    broken rule."""
+    try:
+        scheme = ScaleScheme(enc.scale_scheme)
+    except ValueError:
+        raise UnsupportedConfigError(
+            f"unknown scale_scheme {enc.scale_scheme!r}", rule="KV2-SCHEME"
+        ) from None
+    if not isinstance(enc.scale_scope, ScaleScope):
+        raise UnsupportedConfigError(f"unknown scale_scope {enc.scale_scope!r}", rule="KV-SCOPE")
     for dtype, allowed, what in (
         (enc.k_dtype, K_DTYPES, "k_dtype"),
         (enc.v_dtype, V_DTYPES, "v_dtype"),
@@ -224,7 +242,7 @@ def check_writable(enc: EncodedKV) -> None:
     ):
         if dtype not in allowed:
             raise UnsupportedConfigError(
-                f"{what} {dtype} is not allowed in a v1 blob",
+                f"{what} {dtype} is not allowed in a v{int(version_of(scheme))} blob",
                 rule=f"KV-{what.removesuffix('_dtype').upper()}-DTYPE",
             )
     try:
@@ -258,7 +276,8 @@ def writable_header_fields(enc: EncodedKV) -> bytes:
 
 
 def serialize_header(enc: EncodedKV) -> bytes:
-    """The header of ``enc``, ending with the CRC-32 of ``enc.payload`` (KV-CRC).
+    """The header of ``enc``, ending with the CRC-32 of ``enc.payload`` (KV-CRC), or for a
+    RAW_UNIT (v2) blob of the header bytes before it then the payload (KV2-CRC).
 
     Refuses (UnsupportedConfigError) a header the reader would reject: KV-ENCODE-REFUSE
     holds for every writer, not only ``encode``."""
@@ -269,32 +288,39 @@ def serialize_header(enc: EncodedKV) -> bytes:
             f"V({enc.v_payload_len}) + scales({enc.scale_payload_len}) were declared",
             rule="KV-LEN-SUM",
         )
-    return pack_header_fields(enc) + U32_STRUCT.pack(payload_crc32(enc.payload))
+    fields = pack_header_fields(enc)
+    crc = payload_crc32(enc.payload, crc_start(enc.version, fields))
+    return fields + U32_STRUCT.pack(crc)
 
 
 def parse_header_fields(
-    buf: bytes | bytearray | memoryview,
+    buf: bytes | bytearray | memoryview, versions: tuple[CodecVersion, ...] = READ_VERSIONS
 ) -> tuple[EncodedKV, int, int]:
     """Parse and check every header field of the blob that ``buf`` starts with, reading no
-    payload byte: ``(enc, header_len, payload_crc32)``, ``enc`` without payload
+    payload byte: ``(enc, header_len, crc32)``, ``enc`` without payload
     (``header_fields.parse_fields`` with torch dtypes)."""
-    return parse_fields(buf, TORCH_DTYPES, EncodedKV)
+    return parse_fields(buf, TORCH_DTYPES, EncodedKV, versions)
 
 
 def deserialize_header(
-    buf: bytes | bytearray | memoryview, *, allow_trailing: bool = False
+    buf: bytes | bytearray | memoryview,
+    *,
+    allow_trailing: bool = False,
+    versions: tuple[CodecVersion, ...] = READ_VERSIONS,
 ) -> EncodedKV:
     """Parse and verify a whole blob; the returned payload is a view over ``buf``.
 
-    Checks, in order: length, magic (KV-MAGIC), version (KV-VERSION), scope (KV-SCOPE),
-    dtypes (KV-*-DTYPE), reserved (KV-RESERVED), scale_shape_n (KV-SCALE-SHAPE-N),
-    hash strings (KV-HASHES), every redundant length (KV-LEN-*) (all of them
-    :func:`parse_header_fields`), the payload extent and trailing bytes (KV-TRAILING), then
-    the CRC (KV-CRC). With ``allow_trailing`` bytes after the payload are ignored, for
-    readers that fill block-aligned buffers.
+    Checks, in order: length, magic (KV-MAGIC), version (KV-VERSION: one of ``versions``;
+    ``(CodecVersion.V1,)`` is a v1-only reader, which refuses every v2 blob), in v2 the
+    scheme (KV2-SCHEME), scope (KV-SCOPE, KV2-SCOPE), dtypes (KV-*-DTYPE), in v1 reserved
+    (KV-RESERVED), scale_shape_n (KV-SCALE-SHAPE-N), hash strings (KV-HASHES), every
+    redundant length (KV-LEN-*, KV2-NO-SCALES) (all of them :func:`parse_header_fields`),
+    the payload extent and trailing bytes (KV-TRAILING), then the CRC (KV-CRC; KV2-CRC,
+    which covers the header too). With ``allow_trailing`` bytes after the payload are
+    ignored, for readers that fill block-aligned buffers.
     Raises CorruptEncodedKVError, and nothing else, for any bad input.
     """
-    enc, header_len, crc = parse_header_fields(buf)
+    enc, header_len, crc = parse_header_fields(buf, versions)
     mv = memoryview(buf).cast("B")
     end = header_len + enc.expected_payload_len()
     if end > len(mv):
@@ -309,11 +335,13 @@ def deserialize_header(
             rule="KV-TRAILING",
         )
     enc.payload = mv[header_len:end]
-    computed = payload_crc32(enc.payload)
+    version = enc.version
+    computed = payload_crc32(enc.payload, crc_start(version, mv[: header_len - 4]))
     if computed != crc:
+        covered = "header and payload" if version == CodecVersion.V2 else "payload"
         raise CorruptEncodedKVError(
-            f"payload CRC-32 mismatch: header says {crc:#010x}, payload gives {computed:#010x}",
-            rule="KV-CRC",
+            f"CRC-32 mismatch: header says {crc:#010x}, the {covered} give {computed:#010x}",
+            rule=crc_rule(version),
         )
     enc.header_bytes = bytes(mv[:header_len])
     return enc

@@ -1,5 +1,6 @@
-"""The encoded-KV blob v1 header as a reader sees it, without torch: the byte layout, the
-field parser and every reader rule on the fields (SPEC.md, "Blob header", "Reader rules").
+"""The encoded-KV blob header (v1, and the v2 draft) as a reader sees it, without torch: the
+byte layout, the field parser and every reader rule on the fields (SPEC.md, "Blob header",
+"Reader rules", "Encoded-KV v2 (draft)").
 
 ``header.py`` builds ``EncodedKV`` (torch dtypes) with the same parser and checks; this
 module alone lets a header-only reader (``blob_file``: ``lmckv inspect``, ``lmckv fsck``)
@@ -9,12 +10,12 @@ run in the memory of a small process. The dtype fields are whatever the caller's
 Byte layout (SPEC.md, "Blob header"), all integers little-endian::
 
     0   8  magic            b"LMCKV\\x01\\x00\\x01"
-    8   2  version          u16, 1
+    8   2  version          u16, 1 (v2: 2)
     10  2  scale_scope      u16, ScaleScope
     12  2  k_dtype_id       u16, dtype table
     14  2  v_dtype_id       u16
     16  2  scale_dtype_id   u16
-    18  2  reserved         u16, 0
+    18  2  reserved         u16, 0 (v2: scale_scheme, ScaleScheme)
     20  8  layer_id         i64, -1 = unset
     28  8  chunk_id         i64
     36  8  chunk_size       i64
@@ -26,6 +27,7 @@ Byte layout (SPEC.md, "Blob header"), all integers little-endian::
     ..  24 k/v/scale_payload_len  i64 x 3
     ..  2  hash_count       u16, then per pair: u16 len + UTF-8 key, u16 len + UTF-8 value
     ..  4  payload_crc32    u32, CRC-32 (IEEE, as zlib.crc32) of the payload only
+                            (v2: of every header byte before it, then the payload)
 
 followed by the payload: K bytes, V bytes, scale bytes.
 """
@@ -70,9 +72,26 @@ SCALE_DTYPE_NAMES = ("float32", "float16", "bfloat16", "float64")
 
 
 class CodecVersion(IntEnum):
-    """The u16 at offset 8. Only V1 exists."""
+    """The u16 at offset 8 (KV-VERSION): V1, and V2 of the draft, written only for
+    ScaleScheme.RAW_UNIT (KV2-SCHEME)."""
 
     V1 = 1
+    V2 = 2
+
+
+#: KV-VERSION: the versions a reader reads unless told otherwise (``versions=``); a v1-only
+#: reader passes ``(CodecVersion.V1,)`` and refuses every v2 blob.
+READ_VERSIONS: tuple[CodecVersion, ...] = (CodecVersion.V1, CodecVersion.V2)
+
+
+class ScaleScheme(IntEnum):
+    """The u16 at offset 18 of a v2 header (KV2-SCHEME); v1's reserved slot, always 0 there
+    (KV-RESERVED), which reads as COMPUTED_PER_TENSOR."""
+
+    #: V quantized at store time, its scales stored as the scope says: every v1 blob.
+    COMPUTED_PER_TENSOR = 0
+    #: V's e4m3 codes copied unchanged, no scales anywhere (scope NONE): every v2 blob.
+    RAW_UNIT = 1
 
 
 class ScaleScope(IntEnum):
@@ -82,6 +101,17 @@ class ScaleScope(IntEnum):
     PER_LAYER_HEAD = 1
     PER_PAGE_HEAD = 2
     EXTERNAL = 3
+    #: v2 only (KV2-SCOPE): no scales in the blob or out of band; V is read at unit scale.
+    NONE = 4
+
+
+#: KV-SCOPE: the scopes of a scale-aware (v1) blob, the ones a quantizing writer can write.
+SCALE_AWARE_SCOPES: tuple[ScaleScope, ...] = tuple(s for s in ScaleScope if s != ScaleScope.NONE)
+
+
+def version_of(scheme: ScaleScheme) -> CodecVersion:
+    """KV2-SCHEME: the header version a blob of ``scheme`` is written as (v2 iff RAW_UNIT)."""
+    return CodecVersion.V2 if scheme == ScaleScheme.RAW_UNIT else CodecVersion.V1
 
 
 @dataclass
@@ -131,6 +161,7 @@ class HeaderRecord:
     v_dtype: DTypeLike
     scale_dtype: DTypeLike
     scale_scope: ScaleScope
+    scale_scheme: ScaleScheme
     layer_id: int
     chunk_id: int
     chunk_size: int
@@ -141,6 +172,11 @@ class HeaderRecord:
     k_payload_len: int
     v_payload_len: int
     scale_payload_len: int
+
+    @property
+    def version(self) -> CodecVersion:
+        """The header version (KV-VERSION), which the scheme decides (KV2-SCHEME)."""
+        return version_of(self.scale_scheme)
 
     def expected_payload_len(self) -> int:
         """KV-LEN-SUM: the payload is exactly K, V and scale bytes back to back."""
@@ -178,6 +214,7 @@ class HeaderFields(HeaderRecord):
     k_payload_len: int
     v_payload_len: int
     scale_payload_len: int
+    scale_scheme: ScaleScheme = ScaleScheme.COMPUTED_PER_TENSOR
     header_bytes: bytes | None = field(default=None, repr=False)
 
 
@@ -333,6 +370,7 @@ def fields_key(enc: HeaderRecord) -> tuple[Any, ...]:
         enc.v_dtype,
         enc.scale_dtype,
         enc.scale_scope,
+        enc.scale_scheme,
         enc.layer_id,
         enc.chunk_id,
         enc.chunk_size,
@@ -349,14 +387,16 @@ def fields_key(enc: HeaderRecord) -> tuple[Any, ...]:
 def _check_fields(enc: HeaderRecord) -> None:
     """check_consistency's checks, in order."""
     _check_dims(enc)
+    _check_scheme_scope(enc)
     shape = enc.scale_shape
     if shape and min(shape) < 0:
         raise CorruptEncodedKVError(
             f"negative dimension in scale_shape {shape}", rule="KV-SCALE-SHAPE"
         )
     # SPEC "Reader rules", exact arithmetic: shapes built from these fields fit int64,
-    # even for an empty payload, where every length check holds trivially.
-    scale_elems = math.prod(shape)
+    # even for an empty payload, where every length check holds trivially. Scope NONE
+    # stores no scale at all (KV2-NO-SCALES: its shape is () and holds none).
+    scale_elems = 0 if enc.scale_scope == ScaleScope.NONE else math.prod(shape)
     if scale_elems > INT64_MAX or (
         scale_elems == 0 and math.prod(d for d in shape if d) > INT64_MAX
     ):
@@ -405,6 +445,29 @@ def _check_fields(enc: HeaderRecord) -> None:
             rule="KV-LEN",
         )
     _check_scale_shape(enc, v_elems)
+
+
+def _check_scheme_scope(enc: HeaderRecord) -> None:
+    """KV-SCOPE, KV2-SCOPE: scope NONE goes with RAW_UNIT and nothing else; KV2-NO-SCALES: a
+    NONE blob declares no scale dimension and no scale byte."""
+    raw = enc.scale_scheme == ScaleScheme.RAW_UNIT
+    none = enc.scale_scope == ScaleScope.NONE
+    if raw and not none:
+        raise CorruptEncodedKVError(
+            f"a RAW_UNIT (v2) blob has scale_scope NONE, not {enc.scale_scope.name}",
+            rule="KV2-SCOPE",
+        )
+    if none and not raw:
+        raise CorruptEncodedKVError(
+            "scale_scope NONE (4) belongs to RAW_UNIT v2 blobs; a v1 scope is 0..3",
+            rule="KV-SCOPE",
+        )
+    if none and (enc.scale_shape or enc.scale_payload_len):
+        raise CorruptEncodedKVError(
+            f"scale_scope NONE stores no scales: scale_shape {enc.scale_shape} and "
+            f"scale_payload_len {enc.scale_payload_len} must be () and 0",
+            rule="KV2-NO-SCALES",
+        )
 
 
 def _check_scale_shape(enc: HeaderRecord, elems: int) -> None:
@@ -475,21 +538,70 @@ def _check_scale_shape(enc: HeaderRecord, elems: int) -> None:
 # Speed only: headers already parsed and found valid. A header's fields and checks depend on
 # its bytes alone, so a buffer that starts with the same bytes (up to the payload CRC)
 # parses to the same fields: a stream of pages of one geometry skips the parse. Keyed by
-# those bytes, the dtype table and the consistency check that passed them (a test that
-# swaps the check gets entries of its own); holds the immutable fields and the hash values
-# (each record gets a CodecHashes of its own).
+# those bytes, the dtype table, the consistency check that passed them (a test that swaps
+# the check gets entries of its own) and the versions read (a v1-only reader never takes a
+# v2 header from here); holds the immutable fields and the hash values (each record gets a
+# CodecHashes of its own).
 _PARSED_HEADERS: BoundedMemo[
-    tuple[bytes, DTypeTable[Any], Callable[..., None]],
+    tuple[bytes, DTypeTable[Any], Callable[..., None], tuple[CodecVersion, ...]],
     tuple[dict[str, Any], tuple[str, ...]],
 ]
 _PARSED_HEADERS = BoundedMemo(4)
 
+_SCHEME_OF_ID = {int(scheme): scheme for scheme in ScaleScheme}
+
+
+def _read_version(version: int, versions: tuple[CodecVersion, ...]) -> CodecVersion:
+    """KV-VERSION: ``version`` is one of ``versions``, the ones this reader reads."""
+    if version not in versions:
+        known = ", ".join(str(int(v)) for v in versions)
+        raise CorruptEncodedKVError(
+            f"unsupported header version {version}; this reader reads {known}",
+            rule="KV-VERSION",
+        )
+    return CodecVersion(version)
+
+
+def _read_scheme(version: CodecVersion, slot: int) -> ScaleScheme:
+    """The u16 at 18: v1's reserved slot is 0 (KV-RESERVED); v2's scale_scheme is RAW_UNIT,
+    the only scheme v2 is written for (KV2-SCHEME)."""
+    if version == CodecVersion.V1:
+        if slot != 0:
+            raise CorruptEncodedKVError(f"reserved field is {slot}, must be 0", rule="KV-RESERVED")
+        return ScaleScheme.COMPUTED_PER_TENSOR
+    scheme = _SCHEME_OF_ID.get(slot)
+    if scheme != ScaleScheme.RAW_UNIT:
+        what = "unknown scale_scheme" if scheme is None else f"scale_scheme {scheme.name}"
+        raise CorruptEncodedKVError(
+            f"{what} ({slot}) in a v2 header: v2 is RAW_UNIT (1) only", rule="KV2-SCHEME"
+        )
+    return scheme
+
+
+def _read_scope(version: CodecVersion, scope_id: int) -> ScaleScope:
+    """KV-SCOPE: a v1 scope is 0..3; KV2-SCOPE: a v2 (RAW_UNIT) blob's scope is NONE."""
+    scope = _SCOPE_OF_ID.get(scope_id)
+    if version == CodecVersion.V2:
+        if scope != ScaleScope.NONE:
+            raise CorruptEncodedKVError(
+                f"scale_scope id {scope_id} in a v2 header: RAW_UNIT blobs are NONE (4)",
+                rule="KV2-SCOPE",
+            )
+        return ScaleScope.NONE
+    if scope is None or scope == ScaleScope.NONE:
+        raise CorruptEncodedKVError(f"unknown scale_scope id {scope_id}", rule="KV-SCOPE")
+    return scope
+
 
 def parse_fields(
-    buf: bytes | bytearray | memoryview, table: DTypeTable[D], make: Callable[..., R]
+    buf: bytes | bytearray | memoryview,
+    table: DTypeTable[D],
+    make: Callable[..., R],
+    versions: tuple[CodecVersion, ...] = READ_VERSIONS,
 ) -> tuple[R, int, int]:
     """Parse and check every header field of the blob that ``buf`` starts with, reading no
-    payload byte: ``(make(**fields), header_len, payload_crc32)``, dtypes from ``table``.
+    payload byte: ``(make(**fields), header_len, crc32)``, dtypes from ``table``; a header
+    version outside ``versions`` is refused (KV-VERSION).
 
     The checks of :func:`deserialize_header` up to and including the redundant lengths:
     a ``buf`` that ends inside the header raises KV-TRUNCATED, so a reader of a file can
@@ -503,11 +615,15 @@ def parse_fields(
             f"not a contiguous byte buffer: {e}", rule="KV-TRUNCATED"
         ) from None
     check = check_consistency
-    for (raw, known_table, known_check), (known, known_hashes) in _PARSED_HEADERS.items():
+    for (raw, known_table, known_check, known_versions), (
+        known,
+        known_hashes,
+    ) in _PARSED_HEADERS.items():
         end = len(raw)
         if (
             known_table is table
             and known_check is check
+            and known_versions == versions
             and len(mv) >= end + U32_STRUCT.size
             and mv[:end] == raw
         ):
@@ -515,20 +631,17 @@ def parse_fields(
             hashes = CodecHashes(*known_hashes)
             return make(hashes=hashes, **known), end + U32_STRUCT.size, crc
     r = _Reader(mv)
-    (magic, version, scope_id, k_id, v_id, s_id, reserved, *geometry) = r.take(
+    (magic, version_id, scope_id, k_id, v_id, s_id, slot18, *geometry) = r.take(
         FIXED_STRUCT, "fixed header"
     )
     if magic != CODEC_MAGIC:
         raise CorruptEncodedKVError(
             f"bad magic {magic!r}, expected {CODEC_MAGIC!r}", rule="KV-MAGIC"
         )
-    if version != CodecVersion.V1:
-        raise CorruptEncodedKVError(
-            f"unsupported header version {version}; this reader knows 1", rule="KV-VERSION"
-        )
-    scope = _SCOPE_OF_ID.get(scope_id)
-    if scope is None:
-        raise CorruptEncodedKVError(f"unknown scale_scope id {scope_id}", rule="KV-SCOPE")
+    version = _read_version(version_id, versions)
+    # v2 reads its scheme first: it is what makes the header a v2 one (KV2-SCHEME).
+    scheme = _read_scheme(version, slot18) if version == CodecVersion.V2 else None
+    scope = _read_scope(version, scope_id)
     k_dtype = table.k_of_id.get(k_id)
     if k_dtype is None:
         raise _refuse_dtype(k_id, K_DTYPE_NAMES, "k_dtype")
@@ -538,8 +651,8 @@ def parse_fields(
     scale_dtype = table.scale_of_id.get(s_id)
     if scale_dtype is None:
         raise _refuse_dtype(s_id, SCALE_DTYPE_NAMES, "scale_dtype")
-    if reserved != 0:
-        raise CorruptEncodedKVError(f"reserved field is {reserved}, must be 0", rule="KV-RESERVED")
+    if scheme is None:
+        scheme = _read_scheme(version, slot18)
     layer_id, chunk_id, chunk_size, page_size, heads, head_dim, n_dims = geometry
     if not 0 <= n_dims <= MAX_SCALE_DIMS:
         raise CorruptEncodedKVError(
@@ -550,12 +663,13 @@ def parse_fields(
     )
     hashes = _read_hashes(r, n_pairs)
     fields_end = r.off
-    (crc,) = r.take(U32_STRUCT, "payload CRC")
+    (crc,) = r.take(U32_STRUCT, "CRC")
     fields = dict(
         k_dtype=k_dtype,
         v_dtype=v_dtype,
         scale_dtype=scale_dtype,
         scale_scope=scope,
+        scale_scheme=scheme,
         layer_id=layer_id,
         chunk_id=chunk_id,
         chunk_size=chunk_size,
@@ -570,10 +684,12 @@ def parse_fields(
     enc = make(hashes=hashes, **fields)
     check(enc)
     values = hash_values(hashes)
-    _PARSED_HEADERS.put((bytes(mv[:fields_end]), table, check), (fields, values))
+    _PARSED_HEADERS.put((bytes(mv[:fields_end]), table, check, versions), (fields, values))
     return enc, r.off, crc
 
 
-def parse_header_fields(buf: bytes | bytearray | memoryview) -> tuple[HeaderFields, int, int]:
+def parse_header_fields(
+    buf: bytes | bytearray | memoryview, versions: tuple[CodecVersion, ...] = READ_VERSIONS
+) -> tuple[HeaderFields, int, int]:
     """:func:`parse_fields` into :class:`HeaderFields` (no torch)."""
-    return parse_fields(buf, WIRE_DTYPES, HeaderFields)
+    return parse_fields(buf, WIRE_DTYPES, HeaderFields, versions)

@@ -12,10 +12,13 @@ from .header_fields import HASH_FIELDS, HeaderFields
 
 
 def header_record(enc: HeaderFields) -> dict[str, Any]:
-    """The header fields of a parsed blob, dtypes by name, scope by enum name."""
+    """The header fields of a parsed blob: its version and scheme, dtypes by name, scope and
+    scheme by enum name."""
     header = enc.header_bytes or b""
     return {
-        "version": 1,
+        "version": int(enc.version),
+        # KV2-SCHEME: RAW_UNIT for a v2 blob, COMPUTED_PER_TENSOR (v1's reserved 0) otherwise
+        "scale_scheme": enc.scale_scheme.name,
         # KV-K-ABSENT: "v_only" for a K-less blob (V and scales; K is held elsewhere)
         "blob_kind": "kv" if enc.has_k else "v_only",
         "scale_scope": enc.scale_scope.name,
