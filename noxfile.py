@@ -228,9 +228,9 @@ TESTS_REQUIRE = ("UPSTREAM", "TRITON", "REAL_KV")
 def tests(session: nox.Session) -> None:
     """Unit and property tests, the golden-vector check, the conformance suite (reference and
     upstream; the C testee under ASan+UBSan beside the reference's v1-only reader, the v1
-    readers of the compatibility matrix; the reference and upstream servers and the
-    reference client over loopback sockets) and a short fuzzing campaign (3k inputs per
-    target)."""
+    readers of the compatibility matrix, and the newest release as one in a venv of its own;
+    the reference and upstream servers and the reference client over loopback sockets) and a
+    short fuzzing campaign (3k inputs per target)."""
     # kernels: the Triton quantize kernel's tests run under its interpreter.
     # real-kv: `bench e2e --model` runs on a tiny model the test builds (transformers).
     install(session, "test", "bench", "fuzz", "kernels", "real-kv", "store", upstream=True)
@@ -264,6 +264,14 @@ def tests(session: nox.Session) -> None:
         "python", "-m", "pytest", "-n", "2", *SUITE, "--impl", "reference-server",
         "--impl", "upstream-server", "--impl", "reference-client",
         "--junitxml=.lmckv/junit-conformance-sockets.xml",
+    )  # fmt: skip
+    # The compatibility matrix's other released v1 reader: the newest release refuses every
+    # v2 vector (SPEC.md "The compatibility matrix"; every release in upstream_versions).
+    newest = _upstream_versions()[-1]
+    session.run(
+        _reader_env(session, newest), "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider",
+        *SUITE, "--impl", "upstream", "-k", "test_codec_versions",
+        f"--junitxml=.lmckv/junit-conformance-v2-{newest}.xml", external=True,
     )  # fmt: skip
     session.run(
         "python", "-m", "lmckv.conformance.fuzz", "--seconds", "30", "--runs", "3000",
@@ -362,6 +370,27 @@ def upstream_versions(session: nox.Session) -> None:
     )  # fmt: skip
     if unexpected:
         session.error(f"unexpected conformance outcomes for lmcache {', '.join(unexpected)}")
+
+
+def _reader_env(session: nox.Session, version: str) -> str:
+    """A venv holding lmckv (editable) and lmcache==version only, seeing the shared
+    environment's packages (CI's machine_deps); the full release venv of
+    :func:`_release_env` without it. Its python."""
+    shared = _shared_site()
+    if shared is None:
+        return _release_env(session, version)
+    env = Path(".nox") / f"reader-{version}"
+    python = str((env / "bin" / "python").absolute())
+    marker = env / "lmckv-reader"
+    if not marker.is_file() or marker.read_text() != version:
+        shutil.rmtree(env, ignore_errors=True)
+        session.run(sys.executable, "-m", "venv", str(env), external=True)
+        site = env / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+        (site / "site-packages" / "lmckv-shared.pth").write_text(f"{shared}\n")
+        pip = [python, "-m", "pip", "install", "-q", "--no-deps"]
+        session.run(*pip, "-e", ".", f"lmcache=={version}", external=True)
+        marker.write_text(version)
+    return python
 
 
 def _release_env(session: nox.Session, version: str) -> str:
