@@ -12,7 +12,7 @@ from ..core.digests import sha256
 from ..core.dtype_names import dtype_from_name
 from ..core.golden_vectors import golden_file
 from ..drivers.base import Driver
-from .codec_cases import blob_of, codec_vectors, parse_request
+from .codec_cases import blob_of, codec_vectors, judge_parse
 from .params import params
 from .verdicts import (
     dequantized_difference,
@@ -50,13 +50,7 @@ def test_parse(impl: Driver, vector: dict[str, Any]) -> None:
     if vector["parse"].get("expected_hashes"):
         caps.append("codec.hash_gate")
     require(impl, *caps)
-    res = impl.call("codec.parse", **parse_request(vector))
-    what = f"{vector['id']} ({vector['comment']})"
-    if "error" in vector["expected"]:
-        expect_error(res, vector["expected"]["error"], what)
-        return
-    expect_ok(res, f"{what}: a valid blob")
-    expect_fields(res, vector["expected"]["header"], what)
+    judge_parse(impl, vector, "a valid blob")
 
 
 @pytest.mark.parametrize(

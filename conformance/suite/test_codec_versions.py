@@ -16,7 +16,7 @@ import pytest
 from ..core.digests import sha256
 from ..core.golden_vectors import vectors
 from ..drivers.base import Driver
-from .codec_cases import blob_of, parse_request
+from .codec_cases import blob_of, judge_parse, parse_request
 from .params import params
 from .verdicts import expect_error, expect_fields, expect_ok, require
 
@@ -44,13 +44,7 @@ def test_v2_parse(impl: Driver, vector: dict[str, Any]) -> None:
     _v2_reader(
         impl, "codec.parse", *(["codec.hash_gate"] if "expected_hashes" in vector["parse"] else [])
     )
-    res = impl.call("codec.parse", **parse_request(vector))
-    what = f"{vector['id']} ({vector['comment']})"
-    if "error" in vector["expected"]:
-        expect_error(res, vector["expected"]["error"], what)
-        return
-    expect_ok(res, f"{what}: a valid v2 blob")
-    expect_fields(res, vector["expected"]["header"], what)
+    judge_parse(impl, vector, "a valid v2 blob")
 
 
 @pytest.mark.parametrize(
