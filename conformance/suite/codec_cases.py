@@ -9,7 +9,6 @@ from ..core.golden_vectors import golden_file, vectors
 from ..core.operations import EXPECT_PREFIX, OPS, field_type
 from ..core.wire import FieldType
 from ..drivers.base import Driver
-from .verdicts import expect_error, expect_fields, expect_ok
 
 #: The codec.encode request fields an encode vector gives inline (the operations table's
 #: request fields less the tensors, which the vector names by file).
@@ -39,18 +38,6 @@ def parse_request(vector: dict[str, Any]) -> dict[str, Any]:
     for name, value in parse.get("expected_hashes", {}).items():
         req[EXPECT_PREFIX + name] = value
     return req
-
-
-def judge_parse(impl: Driver, vector: dict[str, Any], valid: str) -> None:
-    """``impl``'s codec.parse of ``vector``: the vector's exact error, or (``valid`` names
-    what the blob is) its header fields."""
-    res = impl.call("codec.parse", **parse_request(vector))
-    what = f"{vector['id']} ({vector['comment']})"
-    if "error" in vector["expected"]:
-        expect_error(res, vector["expected"]["error"], what)
-        return
-    expect_ok(res, f"{what}: {valid}")
-    expect_fields(res, vector["expected"]["header"], what)
 
 
 def encode_request(vector: dict[str, Any]) -> dict[str, Any]:

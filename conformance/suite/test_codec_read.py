@@ -12,13 +12,14 @@ from ..core.digests import sha256
 from ..core.dtype_names import dtype_from_name
 from ..core.golden_vectors import golden_file
 from ..drivers.base import Driver
-from .codec_cases import blob_of, codec_vectors, judge_parse
+from .codec_cases import blob_of, codec_vectors
 from .params import params
 from .verdicts import (
     dequantized_difference,
     expect_error,
     expect_fields,
     expect_ok,
+    judge_parse,
     require,
 )
 

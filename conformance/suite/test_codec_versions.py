@@ -16,9 +16,9 @@ import pytest
 from ..core.digests import sha256
 from ..core.golden_vectors import vectors
 from ..drivers.base import Driver
-from .codec_cases import blob_of, judge_parse, parse_request
+from .codec_cases import blob_of, parse_request
 from .params import params
-from .verdicts import expect_error, expect_fields, expect_ok, require
+from .verdicts import expect_error, expect_fields, expect_ok, judge_parse, require
 
 pytestmark = pytest.mark.vector_set("v2")
 

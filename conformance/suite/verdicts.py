@@ -12,6 +12,7 @@ from lmckv.base.untrusted_text import bare
 from ..core import observations
 from ..core.error_names import is_raw, matches
 from ..drivers.base import Driver
+from .codec_cases import parse_request
 
 
 def require(impl: Driver, *capabilities: str) -> None:
@@ -115,3 +116,15 @@ def describe_tensor_diff(
         f"(0x{bytes(gi[first].tolist())[::-1].hex()}), expected {float(w[first].float())!r} "
         f"(0x{bytes(wi[first].tolist())[::-1].hex()})"
     )
+
+
+def judge_parse(impl: Driver, vector: dict[str, Any], valid: str) -> None:
+    """``impl``'s codec.parse of ``vector``: the vector's exact error, or (``valid`` names
+    what the blob is) its header fields."""
+    res = impl.call("codec.parse", **parse_request(vector))
+    what = f"{vector['id']} ({vector['comment']})"
+    if "error" in vector["expected"]:
+        expect_error(res, vector["expected"]["error"], what)
+        return
+    expect_ok(res, f"{what}: {valid}")
+    expect_fields(res, vector["expected"]["header"], what)
