@@ -15,6 +15,7 @@ from lmckv.reference_impl.kv_codec import (
     CodecHashes,
     CorruptEncodedKVError,
     EncodedKV,
+    ScaleScheme,
     ScaleScope,
     header,
     header_fields,
@@ -76,6 +77,7 @@ BAD_FIELDS: dict[str, Any] = {
     "v_dtype": torch.float16,
     "scale_dtype": torch.float16,
     "scale_scope": ScaleScope.PER_TENSOR,
+    "scale_scheme": ScaleScheme.RAW_UNIT,  # v2's scheme with a v1 scope (KV2-SCOPE)
     "layer_id": -2,
     "chunk_id": -2,
     "chunk_size": 0,
