@@ -17,6 +17,7 @@ upstream_versions``). Without lmcache, redis-server or moto the tests skip and s
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import importlib.metadata
 import json
@@ -181,7 +182,9 @@ def is_temp_key_leak(adapter: str, name: str) -> bool:
     return False
 
 
+@functools.cache
 def lmcache_version() -> Version:
+    """The installed release (read once: the tests ask per object)."""
     return Version(importlib.metadata.version("lmcache"))
 
 
