@@ -59,6 +59,7 @@ def _run(args: argparse.Namespace) -> int:
         with_throughput=not args.no_throughput,
         with_accuracy=not args.no_accuracy,
         with_e2e=not args.no_e2e,
+        with_store_path=not args.no_store_path,
         threads=args.threads,
         progress=not args.no_progress,
     )
@@ -276,6 +277,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-accuracy", action="store_true", help="throughput only")
     run.add_argument(
         "--no-e2e", action="store_true", help="skip the real model's end-to-end accuracy"
+    )
+    run.add_argument(
+        "--no-store-path",
+        action="store_true",
+        help="skip store and load through LMCache's storage manager (needs lmcache)",
     )
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
     run.add_argument(

@@ -14,6 +14,7 @@ from .comparison import VERDICT_CLASS, compare, counts_text
 from .html import Section, collapsible, details, figure, note, paragraph, table
 from .inputs import ReportInputs
 from .output import Output
+from .store_cost import store_cost
 
 NO_BENCH = "no bench results file among the inputs: benchmarks are not reported"
 DEVICE_TITLE = {"cpu": "CPU", "cuda": "CUDA"}
@@ -139,6 +140,28 @@ def _serde_details(throughput: pd.DataFrame, out: Output) -> str:
     )
 
 
+def _store_path_details(throughput: pd.DataFrame, skips: pd.DataFrame, out: Output) -> str:
+    """Store and load through LMCache's storage manager per adapter and serde, beside plain
+    file I/O of the same bytes (``reports.store_cost``), and what the run could not time."""
+    cost = store_cost(throughput)
+    missed = (
+        skips[skips["what"].astype(str).str.startswith("store path")] if not skips.empty else skips
+    )
+    notes = "".join(note(f"{r.what}: {r.reason}") for r in missed.itertuples())
+    if cost.empty:
+        return notes
+    out.csv(cost, "store_path.csv")
+    return (
+        details(
+            "Store path: GB/s through LMCache's storage manager per adapter and serde, and "
+            "the time against plain file I/O of the same bytes",
+            table(cost),
+            "store_path.csv",
+        )
+        + notes
+    )
+
+
 def throughput_section(inputs: ReportInputs, out: Output) -> Section:
     """GB/s against call size per op and device, limits drawn in, with the tables behind them."""
     title = "Throughput"
@@ -198,6 +221,7 @@ def throughput_section(inputs: ReportInputs, out: Output) -> Section:
             )
         )
         body.append(_serde_details(throughput, out))
+        body.append(_store_path_details(throughput, skips, out))
         flagged = flagged_rows(throughput)
         if flagged.empty:
             body.append(paragraph("No row is flagged launch-bound or throttled."))

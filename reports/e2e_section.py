@@ -13,11 +13,11 @@ from ..bench.accuracy.e2e import CONTEXT as PRIMARY_CONTEXT
 from ..bench.accuracy.l2_serdes import FP8, K16V8, K16V8_V_ONLY
 from ..bench.common.scopes import scope_rank
 from ..bench.recommendation.serde_choice import RULE_TEXT as SERDE_RULE
-from ..bench.recommendation.serde_choice import choose_serde, serde_table
+from ..bench.recommendation.serde_choice import SerdeChoice, choose_serde, serde_table
 from . import figures
 from .bench_section import NO_BENCH, skip_reasons
 from .html import Section, details, figure, note, paragraph, table
-from .inputs import ReportInputs
+from .inputs import ReportInputs, serde_skips
 from .output import Output
 
 STATS = ("v_amax", "head_spread", "page_spread", "channel_spread")
@@ -165,25 +165,33 @@ def context_table(e2e: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index()
 
 
-def serde_groups(inputs: ReportInputs) -> list[tuple[str, int, pd.DataFrame]]:
-    """(model, primary context, e2e rows) for the bundled model of the bench runs, then each
-    ``lmckv bench e2e`` file's model: judged apart, never pooled."""
+def serde_groups(inputs: ReportInputs) -> list[tuple[str, int, pd.DataFrame, dict[str, str]]]:
+    """(model, primary context, e2e rows, skipped serdes) for the bundled model of the bench
+    runs, then each ``lmckv bench e2e`` file's model: judged apart, never pooled."""
     groups = []
     if inputs.bench:
         e2e = inputs.bench_table("e2e")
         scored = e2e[e2e["serde"].notna()]
         if not scored.empty:
-            groups.append((f"{scored['model'].iloc[0]} (bundled)", PRIMARY_CONTEXT, e2e))
+            skips = serde_skips(inputs.bench_table("skip"))
+            groups.append((f"{scored['model'].iloc[0]} (bundled)", PRIMARY_CONTEXT, e2e, skips))
     return groups + inputs.model_rows()
+
+
+def serde_choice_for(
+    context: int, label: str, e2e: pd.DataFrame, skips: dict[str, str], throughput: pd.DataFrame
+) -> SerdeChoice:
+    """The serde rule over one model's rows at its primary context."""
+    at = e2e[(e2e["context"] == context) & e2e["serde"].notna()]
+    return choose_serde(serde_table(at, throughput, skips), label, context)
 
 
 def serde_section_body(inputs: ReportInputs, out: Output) -> str:
     """Per model: every serde and scope against the serde rule, and error vs context."""
     throughput = inputs.bench_table("throughput") if inputs.bench else pd.DataFrame()
     body = []
-    for index, (label, context, e2e) in enumerate(serde_groups(inputs)):
-        at = e2e[(e2e["context"] == context) & e2e["serde"].notna()]
-        choice = choose_serde(serde_table(at, throughput), label, context)
+    for index, (label, context, e2e, skips) in enumerate(serde_groups(inputs)):
+        choice = serde_choice_for(context, label, e2e, skips, throughput)
         bounds = [c for c in choice.table.columns if str(c).endswith(("_low", "_high"))]
         shown = choice.table.drop(columns=bounds)
         name = f"serdes_{index}.csv"

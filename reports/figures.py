@@ -439,3 +439,165 @@ _SHORT = {
     ScaleScope.EXTERNAL.name: "EXT 1.0",
     CALIBRATED_EXTERNAL: "EXT cal",
 }
+
+
+#: The answer figure's size in pixels at ``DPI`` (the page's content width; the img tag
+#: states it, so the layout does not wait for the image).
+ANSWER_SIZE = (1232, 420)
+
+
+#: Marker per scale scope in the answer figure (a serde without scopes: a circle).
+SCOPE_MARKER = {
+    "PER_TENSOR": "s",
+    "PER_LAYER_HEAD": "D",
+    "PER_PAGE_HEAD": "^",
+    CALIBRATED_EXTERNAL: "v",
+}
+
+
+def _serde_labels(rows: pd.DataFrame, x: npt.NDArray[np.float64]) -> dict[int, str]:
+    """One label per serde, at its leftmost point; serdes whose points coincide (no serde
+    and a lossless one) share one label."""
+    at: dict[tuple[float, float], list[str]] = {}
+    where: dict[tuple[float, float], int] = {}
+    for serde, group in rows.groupby("serde", sort=False):
+        k = int(group.index[int(np.argmin(x[group.index]))])
+        spot = (round(float(x[k]), 12), round(float(rows.loc[k, "l2_bytes_per_token"]), -1))
+        at.setdefault(spot, []).append(str(serde))
+        where.setdefault(spot, k)
+    return {where[spot]: " / ".join(names) for spot, names in at.items()}
+
+
+def answer_chart(table: pd.DataFrame, budget: float, cost: pd.DataFrame, path: Path) -> None:
+    """The operator's answer (bench.recommendation.serde_choice): per serde and scope, bytes
+    in L2 per token against the model's next-token KL (left, log scale; a serde checked
+    bit-exact sits at "0, bit-exact") and against the perplexity change with the budget
+    shaded (middle); 95% intervals, worse cache dtype; filled: the installed release builds
+    it, hollow: it needs a newer one; the recommended point ringed. Right, where ``cost``
+    (``reports.store_cost``) has rows: each serde's store and load GB/s through LMCache per
+    adapter (interquartile bars), the same run's file I/O of its bytes as a tick."""
+    rows = table[table["l2_bytes_per_token"].notna()].reset_index(drop=True)
+    width, height = ANSWER_SIZE
+    fig = plt.figure(figsize=(width / DPI, height / DPI), layout="constrained")
+    panels = [5, 3, 3] if not cost.empty else [3, 2]
+    grid = fig.add_gridspec(1, len(panels), width_ratios=panels)
+    ax_kl = fig.add_subplot(grid[0])
+    ax_ppl = fig.add_subplot(grid[1], sharey=ax_kl)
+    ax_ppl.tick_params(labelleft=False)
+    if not cost.empty:
+        _store_cost_panel(fig.add_subplot(grid[2]), cost)
+    positive = rows["kl"][rows["kl"] > 0]
+    floor = float(positive.min()) / 10 if not positive.empty else 1e-6
+    serdes = list(dict.fromkeys(rows["serde"]))
+    colors = {s: f"C{i % 10}" for i, s in enumerate(serdes)}
+    y = rows["l2_bytes_per_token"].to_numpy(float)
+    for ax, metric, scale in ((ax_kl, "kl", 1.0), (ax_ppl, "ppl_change", 100.0)):
+        value = rows[metric].to_numpy(float) * scale
+        low = rows[f"{metric}_low"].to_numpy(float) * scale
+        high = rows[f"{metric}_high"].to_numpy(float) * scale
+        if metric == "kl":
+            value, low, high = (np.where(value > 0, a, floor) for a in (value, low, high))
+        labels = _serde_labels(rows, value) if ax is ax_kl else {}
+        for i, row in rows.iterrows():
+            k = int(cast(int, i))
+            color = colors[row["serde"]]
+            filled = bool(row.get("lmcache_writes", True))
+            ax.errorbar(
+                value[k],
+                y[k],
+                xerr=[[max(value[k] - low[k], 0)], [max(high[k] - value[k], 0)]],
+                fmt=SCOPE_MARKER.get(str(row["scope"]), "o"),
+                color=color,
+                markerfacecolor=color if filled else "white",
+                markersize=7,
+                capsize=2,
+                linewidth=1,
+            )
+            if bool(row.get("chosen", False)):
+                ax.plot(
+                    value[k],
+                    y[k],
+                    "o",
+                    markersize=17,
+                    markerfacecolor="none",
+                    markeredgecolor="black",
+                    markeredgewidth=1.6,
+                )
+            if k in labels:
+                ax.annotate(
+                    labels[k],
+                    (value[k], y[k]),
+                    xytext=(6, 3),
+                    textcoords="offset points",
+                    fontsize=7,
+                    color=color,
+                )
+    ax_kl.set_xscale("log")
+    ticks = [t for t in ax_kl.get_xticks() if t > floor * 3]
+    ax_kl.set_xticks([floor, *ticks], ["0, bit-exact", *(f"{t:.0e}" for t in ticks)])
+    ax_kl.set_xlim(floor / 3, max(float(rows["kl_high"].max()), floor) * 3)
+    ax_kl.set_xlabel("next-token KL (nats, log), 95% interval")
+    ax_kl.set_ylabel("bytes in L2 per token")
+    ax_kl.yaxis.set_major_formatter(ticker.StrMethodFormatter("{x:,.0f}"))
+    ax_ppl.axvspan(-1e9, budget * 100, color="#c9efcf", alpha=0.6)
+    finite = rows[["ppl_change_low", "ppl_change_high"]].to_numpy(float) * 100
+    span = np.nanmax(np.abs(finite)) if np.isfinite(finite).any() else 1.0
+    ax_ppl.set_xlim(-max(span, budget * 100) * 1.2, max(span, budget * 100) * 1.2)
+    ax_ppl.axvline(0.0, color="0.5", linewidth=0.8)
+    ax_ppl.set_xlabel("perplexity change (%)")
+    for ax in (ax_kl, ax_ppl):
+        ax.grid(True, alpha=0.3)
+    handles = [
+        Line2D([], [], marker="o", linestyle="", color="0.3", label="installed release builds it"),
+        Line2D(
+            [],
+            [],
+            marker="o",
+            linestyle="",
+            color="0.3",
+            markerfacecolor="white",
+            label="needs a newer release",
+        ),
+        Line2D(
+            [],
+            [],
+            marker="o",
+            linestyle="",
+            markersize=12,
+            markerfacecolor="none",
+            color="black",
+            label="recommended",
+        ),
+        Patch(color="#c9efcf", label=f"perplexity budget (+{budget:.0%} at 95%)"),
+    ]
+    scopes = [str(sc) for sc in dict.fromkeys(rows["scope"]) if str(sc) in SCOPE_MARKER]
+    handles += [
+        Line2D([], [], marker=SCOPE_MARKER[sc], linestyle="", color="0.3", label=sc)
+        for sc in scopes
+    ]
+    fig.legend(handles=handles, fontsize=7, loc="outside right upper", title="markers")
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
+def _store_cost_panel(ax: Axes, cost: pd.DataFrame) -> None:
+    """Horizontal bars: store and load GB/s per (serde, adapter), interquartile whiskers,
+    the limit (file I/O of the same bytes, same run) as a black tick."""
+    labels = list(dict.fromkeys(f"{r.serde} {r.adapter}" for r in cost.itertuples()))
+    y = {label: i for i, label in enumerate(labels)}
+    for offset, (op, color) in ((-0.2, ("store", "C0")), (0.2, ("load", "C2"))):
+        rows = cost[cost["op"] == op]
+        ys = [y[f"{r.serde} {r.adapter}"] + offset for r in rows.itertuples()]
+        gbps = rows["gbps"].to_numpy(float)
+        spread = np.vstack(
+            [gbps - rows["gbps_q25"].to_numpy(float), rows["gbps_q75"].to_numpy(float) - gbps]
+        )
+        ax.barh(ys, gbps, height=0.38, color=color, label=op)
+        ax.errorbar(gbps, ys, xerr=np.clip(spread, 0, None), fmt="none", color="0.2", lw=0.8)
+        ax.plot(rows["limit_gbps"].to_numpy(float), ys, "|", color="black", markersize=9)
+    ax.set_yticks(range(len(labels)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("GB/s through LMCache (|: plain file I/O)")
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title("store path, this machine", fontsize=8)

@@ -4,7 +4,9 @@ Images are referenced by relative path (they sit beside index.html); CSS and the
 load-check script are inline. The script sets ``data-images-loaded``/``data-images-total``/
 ``data-sections`` on ``<body>`` once the page has loaded, and ``data-first-screen``: the text
 of the summary's paragraphs and cards lying wholly above the fold (the window's height), for
-headless-browser checks of what the reader sees first.
+headless-browser checks of what the reader sees first; where the page has the answer figure
+(``#answer-figure``), its box and its lines' bottoms in page coordinates and the number of
+words before it (``data-answer-*``, ``data-words-before``).
 """
 
 from __future__ import annotations
@@ -77,6 +79,23 @@ window.addEventListener("load", function () {
     function (e) { return e.getBoundingClientRect().bottom <= fold; });
   document.body.dataset.firstScreen = shown.map(function (e) {
     return e.textContent; }).join(" | ");
+  var answer = document.getElementById("answer-figure");
+  if (answer) {
+    var box = answer.getBoundingClientRect(), img = answer.querySelector("img");
+    var before = document.createRange();
+    before.setStart(document.body, 0);
+    before.setEndBefore(answer);
+    var lines = Array.prototype.map.call(
+      document.querySelectorAll("#answer-lines li"), function (e) {
+        return e.getBoundingClientRect().bottom + window.scrollY; });
+    document.body.dataset.answerTop = String(box.top + window.scrollY);
+    document.body.dataset.answerBottom = String(box.bottom + window.scrollY);
+    document.body.dataset.answerRight = String(box.right + window.scrollX);
+    document.body.dataset.answerImage = String(img ? img.naturalWidth : 0);
+    document.body.dataset.answerLines = lines.join(" ");
+    document.body.dataset.wordsBefore = String(
+      before.toString().split(/\\s+/).filter(Boolean).length);
+  }
 });
 """
 

@@ -128,16 +128,19 @@ class ReportInputs:
         columns = (*BENCH_FIELDS[kind], *BENCH_EXTENSIONS[kind], *ROW_ORIGIN)
         return concat([run.table(kind) for run in self.bench], columns)
 
-    def model_rows(self) -> list[tuple[str, int, pd.DataFrame]]:
-        """(model label, primary context, e2e rows) per ``lmckv bench e2e`` file."""
+    def model_rows(self) -> list[tuple[str, int, pd.DataFrame, dict[str, str]]]:
+        """(model label, primary context, e2e rows, skipped serdes: name -> reason) per
+        ``lmckv bench e2e`` file."""
         columns = (*BENCH_FIELDS["e2e"], *BENCH_EXTENSIONS["e2e"], *ROW_ORIGIN)
+        skip_columns = (*BENCH_FIELDS["skip"], *BENCH_EXTENSIONS["skip"], *ROW_ORIGIN)
         out = []
         for run in self.models:
             model = run.header["model"]
             config = (run.header.get("config") or {}).get("e2e") or {}
             label = f"{model['name']} (revision {model['revision']}, {model['dtype']})"
             context = int(config.get("context", 256))
-            out.append((label, context, concat([run.table("e2e")], columns)))
+            skips = serde_skips(concat([run.table("skip")], skip_columns))
+            out.append((label, context, concat([run.table("e2e")], columns), skips))
         return out
 
     @property
@@ -340,3 +343,12 @@ def load_inputs(results: list[Path], baseline: Path | None = None) -> ReportInpu
             raise ReportInputError(f"{baseline}: --baseline must be a bench results file")
         base = loaded
     return ReportInputs(bench=bench, conformance=conformance, baseline=base, models=models)
+
+
+def serde_skips(skips: pd.DataFrame) -> dict[str, str]:
+    """The serdes whose end-to-end measurement a run skipped (skip rows with a ``serde``):
+    name -> reason."""
+    if skips.empty or "serde" not in skips:
+        return {}
+    rows = skips[skips["serde"].notna()]
+    return {str(r.serde): str(r.reason) for r in rows.itertuples()}

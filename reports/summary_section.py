@@ -2,25 +2,29 @@
 
 from __future__ import annotations
 
+import json
 from html import escape
 from typing import Any
 
 import pandas as pd
 
 from ..bench.accuracy.l2_serdes import FP8
+from ..bench.accuracy.lmcache_serdes import ADAPTER_TYPE, installed_release
 from ..bench.recommendation.scope_choice import (
     MAX_ENCODE_COST,
     RULE_TEXT,
     ScopeChoice,
     choose_scope,
 )
+from ..bench.recommendation.serde_choice import PPL_BUDGET, SerdeChoice
 from ..bench.recommendation.serde_choice import RULE_TEXT as SERDE_RULE
-from ..bench.recommendation.serde_choice import choose_serde, serde_table
+from . import figures
 from .comparison import counts_text
-from .e2e_section import primary, serde_groups
+from .e2e_section import primary, serde_choice_for, serde_groups
 from .html import Section, details, note, paragraph, table
 from .inputs import ReportInputs
 from .output import Output
+from .store_cost import cost_text, store_cost
 from .summary import (
     failures,
     headline_ratios,
@@ -183,24 +187,91 @@ def _scope_details(choice: ScopeChoice, out: Output) -> str:
     return "".join(body)
 
 
-def _serde_screen(inputs: ReportInputs, document: dict[str, Any]) -> str:
+def _answer_lines(choice: SerdeChoice, cost: pd.DataFrame) -> list[tuple[str, str]]:
+    """(id, text) of the three lines under the answer figure: what to configure, what it
+    costs (bytes, and the store path where the run measured it), how sure."""
+    row = choice.chosen
+    assert row is not None
+    share = row["bytes_vs_none"]
+    size = f"{row['l2_bytes_per_token']:,.0f} bytes in L2 per token" + (
+        "" if pd.isna(share) else f" ({share:.0%} of no serde)"
+    )
+    path = cost_text(cost, str(row["serde"]), ADAPTER_TYPE)
+    cost_line = f"Costs: {size}; " + (
+        f"through LMCache {path}." if path else "store-path timing is not in this run."
+    )
+    if bool(row["exact"]):
+        sure = "the cache is stored bit for bit (checked), nothing to estimate."
+    else:
+        sure = (
+            f"perplexity {row['ppl_change']:+.2%} [{row['ppl_change_low']:+.2%}, "
+            f"{row['ppl_change_high']:+.2%}], 95% block-bootstrap interval; budget "
+            f"+{PPL_BUDGET:.0%}."
+        )
+    return [
+        ("answer-configure", "Configure --l2-adapter (" + installed_release() + " builds it): "),
+        ("answer-cost", cost_line),
+        ("answer-sure", f"How sure: {sure}"),
+    ]
+
+
+def _answer_block(choice: SerdeChoice, label: str, cost: pd.DataFrame, out: Output) -> str:
+    """The first screen: the answer figure and its three lines."""
+    figures.answer_chart(choice.table, PPL_BUDGET, cost, out.path("answer.png"))
+    width, height = figures.ANSWER_SIZE
+    skipped = choice.table[choice.table["skipped"] != ""]["serde"].tolist()
+    caption = (
+        f"{label}: each point a serde and scope; hollow needs a newer release; ringed: recommended."
+    )
+    if skipped:
+        caption += f" Not plotted: {', '.join(map(str, skipped))} (reasons below)."
+    lines = []
+    for key, text in _answer_lines(choice, cost):
+        code = f"<code>{escape(choice.config)}</code>" if key == "answer-configure" else ""
+        lines.append(f'<li id="{key}">{escape(text)}{code}</li>')
+    return (
+        f'<figure id="answer-figure"><img src="answer.png" width="{width}" height="{height}" '
+        f'alt="bytes in L2 per token against KL and perplexity change per serde">'
+        f"<figcaption>{escape(caption)}</figcaption></figure>"
+        f'<ol id="answer-lines">{"".join(lines)}</ol>'
+    )
+
+
+def _serde_screen(inputs: ReportInputs, out: Output, document: dict[str, Any]) -> str:
     """Per model (the bundled one, then each ``bench e2e`` file's, never pooled): the L2
-    serde and scope to configure, as the adapter setting, and why."""
+    adapter JSON to paste and why; the first model's answer as a figure and three lines."""
     throughput = inputs.bench_table("throughput") if inputs.bench else pd.DataFrame()
-    parts, chosen = [], []
-    for label, context, e2e in serde_groups(inputs):
-        at = e2e[(e2e["context"] == context) & e2e["serde"].notna()]
-        choice = choose_serde(serde_table(at, throughput), label, context)
+    cost = store_cost(throughput)
+    parts, below, chosen = [], [], []
+    for label, context, e2e, skips in serde_groups(inputs):
+        choice = serde_choice_for(context, label, e2e, skips, throughput)
         if choice.chosen is None:
-            parts.append(note(f"{label}: no serde recommended ({'; '.join(choice.notes)})"))
+            below.append(note(f"{label}: no serde recommended ({'; '.join(choice.notes)})"))
             continue
-        parts.append(paragraph(f"L2 serde for {label}: {choice.config}", "verdict"))
-        parts.append(paragraph(choice.statement))
-        chosen.append({"model": label, "config": choice.config, "statement": choice.statement})
+        if not parts:
+            parts.append(_answer_block(choice, label, cost, out))
+        else:
+            below.append(paragraph(f"L2 adapter for {label}: {choice.config}", "verdict"))
+        below.append(paragraph(choice.statement))
+        if choice.newer:
+            below.append(paragraph(choice.newer, "note"))
+        for row in choice.table[choice.table["skipped"] != ""].itertuples():
+            below.append(note(f"{row.serde}: not measured: {row.skipped}"))
+        chosen.append(
+            {
+                "model": label,
+                "config": choice.config,
+                "adapter_spec": json.loads(choice.config),
+                "statement": choice.statement,
+                "newer": choice.newer,
+            }
+        )
+    if not parts:
+        parts.append(note("no end-to-end serde rows among the inputs: no serde to recommend"))
     if chosen:
-        parts.append(paragraph(f"Serde rule: {SERDE_RULE}", "rule"))
+        below.append(paragraph(f"Serde rule: {SERDE_RULE}", "rule"))
         document["serde_choice"] = chosen
-    return "".join(parts)
+    return "".join(parts + below)
 
 
 #: One sentence per section, linked from the first screen: (link text, what it shows).
@@ -225,7 +296,7 @@ def summary_section(
     """
     body: list[str] = []
     document: dict[str, Any] = {}
-    body.append(_serde_screen(inputs, document))
+    body.append(_serde_screen(inputs, out, document))
     if inputs.bench:
         throughput = inputs.bench_table("throughput")
         e2e = primary(inputs.bench_table("e2e"))

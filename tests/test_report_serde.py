@@ -1,7 +1,10 @@
-"""The serde recommendation: the accuracy budget, what the installed LMCache can write, the
-fewest bytes in L2, the config line, and the better choice a newer release would need."""
+"""The serde recommendation: the accuracy budget, what the installed LMCache can build, the
+fewest bytes in L2, the adapter JSON to paste, skipped serdes, and the labelled line on the
+better choice a newer release would allow."""
 
 from __future__ import annotations
+
+import json
 
 import pandas as pd
 import pytest
@@ -38,12 +41,12 @@ def _rows(fp8_ppl_high: float) -> pd.DataFrame:
 def only_fp8(monkeypatch: pytest.MonkeyPatch) -> None:
     """An installed LMCache whose factory registers fp8 only (as 0.5.6 does)."""
 
-    def writes(serde: str) -> tuple[bool, str]:
+    def builds(serde: str) -> tuple[bool, str]:
         if serde in (serdes.NONE, serdes.FP8):
-            return True, "factory builds it"
-        return False, f"its serde factory refuses {serde!r}"
+            return True, "builds a FSL2Adapter"
+        return False, f"its serde factory refuses it: Unknown serde type {serde!r}"
 
-    monkeypatch.setattr(serde_choice, "installed_writes", writes)
+    monkeypatch.setattr(serde_choice, "_builds", builds)
 
 
 def test_fp8_within_budget_is_chosen_with_its_config_line(only_fp8: None) -> None:
@@ -51,13 +54,19 @@ def test_fp8_within_budget_is_chosen_with_its_config_line(only_fp8: None) -> Non
         serde_choice.serde_table(_rows(0.008), pd.DataFrame()), "m", 256
     )
     assert choice.chosen is not None and choice.chosen["serde"] == "fp8"
-    assert choice.config == '"serde": {"type": "fp8", "fp8_dtype": "float8_e4m3fn"}'
-    assert "margin to the 1% perplexity budget 0.20% points" in choice.statement
-    # the better choice: fewest bytes among writable scopes (PER_PAGE_HEAD is not writable)
+    assert json.loads(choice.config) == {
+        "type": "fs",
+        "base_path": "/path/to/cache",
+        "serde": {"type": "fp8", "fp8_dtype": "float8_e4m3fn"},
+    }
+    assert "margin to the 1% budget 0.20% points" in choice.statement
+    # the better choice: fewest bytes among writable scopes (PER_PAGE_HEAD is not writable),
+    # on its own labelled line, never in the recommendation's statement
     assert choice.better is not None
     assert (choice.better["serde"], choice.better["scope"]) == ("asym_k16_v8_v_only", "PER_TENSOR")
-    assert "registers 'asym_k16_v8_v_only'" in choice.statement
-    assert "K kept in L1" in choice.statement
+    assert choice.newer.startswith("Needs a newer release: asym_k16_v8_v_only PER_TENSOR")
+    assert "registers 'asym_k16_v8_v_only'" in choice.newer and "K kept in L1" in choice.newer
+    assert "asym" not in choice.statement
 
 
 def test_fp8_out_of_budget_leaves_no_serde(only_fp8: None) -> None:
@@ -65,9 +74,30 @@ def test_fp8_out_of_budget_leaves_no_serde(only_fp8: None) -> None:
         serde_choice.serde_table(_rows(0.015), pd.DataFrame()), "m", 256
     )
     assert choice.chosen is not None and choice.chosen["serde"] == "none"
-    assert choice.config.startswith('no "serde" key')
-    assert "fp8 serde (K and V cast to e4m3, no scale) is out of budget" in choice.statement
+    assert json.loads(choice.config) == {"type": "fs", "base_path": "/path/to/cache"}
+    assert "Plain fp8 (K and V cast to e4m3, no scale) is out of budget" in choice.statement
     assert "+1.50%]" in choice.statement
+
+
+def test_a_lossless_serde_ties_with_none_and_a_skipped_one_is_a_row_never_chosen(
+    only_fp8: None,
+) -> None:
+    rows = _rows(0.015)
+    exact = [
+        ("aesgcm", "NONE", d, m, v, v, v, 256)
+        for d in ("float16", "bfloat16")
+        for m, v in (("kl", 0.0), ("top1", 1.0), ("ppl_change", 0.0))
+    ] + [("aesgcm", "NONE", d, "l2_bytes_per_token", 1000.1, None, None, 256) for d in ("float16",)]
+    extra = pd.DataFrame(exact, columns=COLUMNS).assign(layer=None, exact=True)
+    table = serde_choice.serde_table(
+        pd.concat([rows, extra]), pd.DataFrame(), {"turboquant": "needs CUDA"}
+    )
+    choice = serde_choice.choose_serde(table, "m", 256)
+    assert choice.chosen is not None and choice.chosen["serde"] == "none"  # fewer bytes
+    by = choice.table.set_index("serde")
+    assert bool(by.loc["aesgcm", "exact"]) and by.loc["aesgcm", "within_budget"]
+    assert by.loc["turboquant", "skipped"] == "needs CUDA"
+    assert not by.loc["turboquant", "within_budget"] and not by.loc["turboquant", "chosen"]
 
 
 def test_error_vs_context_is_one_column_per_context() -> None:

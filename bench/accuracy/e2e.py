@@ -36,7 +36,10 @@ the worst e4m3 scope in float16 (which layers the damage comes from); and the V 
 of each layer (``bench.accuracy.kvstats``) on the prefilled cache and on the synthetic family
 matched
 to it. Per serde, scope and cache dtype: the bytes it stores in L2 per token
-(``l2_bytes_per_token``, ``bench.accuracy.l2_serdes``). ``--full`` adds the serde variants at longer
+(``l2_bytes_per_token``, ``bench.accuracy.l2_serdes``). Every other serde the installed LMCache
+registers (``aesgcm``, ``turboquant``, ...): each window's objects through its own factory's
+processor; bit-exact, its rows are those of the unchanged cache with ``exact``, else a skip row
+with what it did (``_registered_rows``). ``--full`` adds the serde variants at longer
 contexts (``SWEEP``); every row carries its ``context`` and ``serde``.
 """
 
@@ -56,7 +59,7 @@ from ...reference_impl.kv_codec.header_fields import ScaleScope
 from ..common.impls import CodecImpl
 from ..common.progress import bar
 from ..common.scopes import CALIBRATED_EXTERNAL, SCOPE_NAMES
-from . import bootstrap, data, kvstats, l2_serdes, models, realkv
+from . import bootstrap, data, kvstats, l2_serdes, lmcache_serdes, models, realkv
 from .corpus import LONG_PASSAGES, PASSAGES
 from .data import KVSample
 from .formats import E4M3, FORMATS
@@ -364,6 +367,75 @@ def _bytes_rows(
             }
 
 
+def _exact_row(
+    model: str, context: int, dtype: str, serde: str, metric: str, value: float, windows: int
+) -> dict[str, Any]:
+    """A lossless serde's metric: its value for an unchanged cache, checked bit-exact."""
+    return {
+        "kind": "e2e",
+        "model": model,
+        "scope": NONE,
+        "fmt": "none",
+        "cache_dtype": dtype,
+        "layer": None,
+        "metric": metric,
+        "value": value,
+        "ci_low": None if metric == "l2_bytes_per_token" else value,
+        "ci_high": None if metric == "l2_bytes_per_token" else value,
+        "tokens": context if metric == "l2_bytes_per_token" else windows * CONTINUATION,
+        "windows": 1 if metric == "l2_bytes_per_token" else windows,
+        "context": context,
+        "serde": serde,
+        "exact": True,
+    }
+
+
+def _registered_rows(model: str, context: int, run: _Run) -> Iterator[dict[str, Any]]:
+    """Every serde the installed LMCache registers, but ``fp8`` (scored through the model):
+    each window's LMCache objects (``lmcache_serdes.object_chunks``) through the processor
+    its factory builds, in each cache dtype. Bit-exact in every window and dtype: kl 0,
+    top-1 1, perplexity change 0 with ``exact`` (checked, not estimated) and the bytes it
+    wrote for the first window per token; else one skip row saying what it did."""
+    names, _ = lmcache_serdes.registered()
+    head_dim = int(run.windows[0].kv[0][0].shape[-1])
+    for serde in (n for n in names if n != l2_serdes.FP8):
+        config = l2_serdes.l2_config(serde, head_dim=head_dim) or {"type": serde}
+        rows: list[dict[str, Any]] = []
+        reason = None
+        for name, dtype in CACHE_DTYPES.items():
+            objects = [lmcache_serdes.object_chunks(w.kv, dtype) for w in run.windows]
+            try:
+                trips = lmcache_serdes.roundtrip(config, [o for w in objects for o in w])
+            except lmcache_serdes.SerdeFailed as exc:
+                reason = f"{name} cache: {exc}"
+                break
+            flat = [o for w in objects for o in w]
+            if not all(_same_bits(o, t.back) for o, t in zip(flat, trips, strict=True)):
+                reason = (
+                    f"{name} cache: its round trip changes the cache (lossy); lmckv scores a "
+                    "lossy serde through the model only for fp8"
+                )
+                break
+            written = sum(t.written for t in trips[: len(objects[0])])
+            windows = len(run.windows)
+            rows += [
+                _exact_row(model, context, name, serde, "kl", 0.0, windows),
+                _exact_row(model, context, name, serde, "top1", 1.0, windows),
+                _exact_row(model, context, name, serde, "ppl_change", 0.0, windows),
+                _exact_row(model, context, name, serde, "l2_bytes_per_token", written / context, 1),
+            ]
+        if reason is not None:
+            yield {"kind": "skip", "what": f"e2e serde {serde}", "reason": reason, "serde": serde}
+        else:
+            yield from rows
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and torch.equal(
+        a.reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8)
+    )
+
+
 def _stats_rows(source: str, layers: list[torch.Tensor]) -> Iterator[dict[str, Any]]:
     """``bench.accuracy.kvstats`` of each layer's paged V, as e2e rows without interval."""
     for layer, v in enumerate(layers):
@@ -448,6 +520,7 @@ def evaluate(
             run.windows[0],
             references + [v for v in main if v.serde is not None],
         )
+        yield from _registered_rows(name, plan.context, run)
         e4m3 = sorted(
             (v for v in main if v.serde == l2_serdes.K16V8 and v.dtype == "float16"),
             key=lambda v: statistics.fmean(scores[v].kl),
@@ -483,6 +556,7 @@ def describe(plan: Plan = QUICK, model: str = realkv.MODEL_NAME) -> dict[str, An
         "scopes": list(E2E_SCOPES),
         "formats": list(FORMATS),
         "serdes": list(l2_serdes.SERDES),
+        "registered_serdes": lmcache_serdes.registered()[0],
         "cache_dtypes": list(CACHE_DTYPES),
         "layer_windows": LAYER_WINDOWS,
         "bootstrap": {"replicates": bootstrap.REPLICATES, "level": bootstrap.LEVEL},

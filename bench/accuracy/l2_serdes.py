@@ -11,14 +11,16 @@ LMCache's L2 adapters take an optional ``"serde"`` object (``{"type": NAME, ...k
 - ``asym_k16_v8``: storage-only K16/V8, K in the cache dtype and V in e4m3 with the scope's
   scales (the codec's blob of (K, V)).
 - ``asym_k16_v8_v_only``: the same V, K not stored (kept in L1): the K-less blob.
+- ``aesgcm``, ``turboquant`` and any other name the installed release registers: measured
+  through its own factory (``bench.accuracy.lmcache_serdes``).
 
+No release registers the two K16/V8 serdes: they are what a release that does would allow.
 Bytes in L2 are measured from the serialized bytes of one window's cache, one blob (or cast
 object) per layer, divided by the window's context tokens.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 from dataclasses import dataclass
 from typing import Any
@@ -31,18 +33,30 @@ from .data import KVSample
 from .reconstruction import codec_for
 
 NONE, FP8, K16V8, K16V8_V_ONLY = "none", "fp8", "asym_k16_v8", "asym_k16_v8_v_only"
+AESGCM, TURBOQUANT = "aesgcm", "turboquant"
 SERDES = (NONE, FP8, K16V8, K16V8_V_ONLY)
 #: The scope name of the plain cast: it stores no scale.
 NO_SCALE = "NO_SCALE"
 UPSTREAM_FP8 = "lmcache.v1.distributed.serde.fp8"
-UPSTREAM_FACTORY = "lmcache.v1.distributed.serde.factory"
+#: The ``aesgcm`` serde's master key: a placeholder the operator replaces.
+KEY_PLACEHOLDER = "/path/to/master.key"
 
 
 @dataclass
-class _Obj:
-    """What a serde reads of upstream's ``MemoryObj``: its tensor."""
+class LMCacheObj:
+    """What a serde uses of upstream's ``MemoryObj``: its tensor, its bytes, and the size a
+    serializer reports it wrote (``set_used_size``)."""
 
     tensor: torch.Tensor
+    used: int | None = None
+
+    @property
+    def byte_array(self) -> memoryview:
+        """The tensor's bytes, writable in place."""
+        return memoryview(self.tensor.view(torch.uint8).reshape(-1).numpy())
+
+    def set_used_size(self, n: int) -> None:
+        self.used = n
 
 
 def fp8_classes() -> tuple[Any, Any, str]:
@@ -74,10 +88,10 @@ class Fp8Serde:
     def roundtrip(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
         """(K, V) as read back from L2, and the bytes stored: K and V are one object."""
         kv = torch.stack([k, v])
-        dst = _Obj(torch.empty(kv.numel(), dtype=torch.uint8))
-        n = int(self._ser.serialize(_Obj(kv), dst, None))
-        out = _Obj(torch.empty_like(kv))
-        self._de.deserialize(_Obj(dst.tensor[:n]), out, None)
+        dst = LMCacheObj(torch.empty(kv.numel(), dtype=torch.uint8))
+        n = int(self._ser.serialize(LMCacheObj(kv), dst, None))
+        out = LMCacheObj(torch.empty_like(kv))
+        self._de.deserialize(LMCacheObj(dst.tensor[:n]), out, None)
         return out.tensor[0], out.tensor[1], n
 
 
@@ -94,40 +108,17 @@ def k16v8_bytes(impl: CodecImpl, sample: KVSample, scope: str) -> tuple[int, int
     return len(full), len(part)
 
 
-def l2_config(serde: str, scope: str | None = None) -> dict[str, Any] | None:
-    """The L2 adapter's ``"serde"`` object that selects ``serde`` (None: leave it out)."""
+def l2_config(
+    serde: str, scope: str | None = None, head_dim: int | None = None
+) -> dict[str, Any] | None:
+    """The L2 adapter's ``"serde"`` object that selects ``serde`` (None: leave it out);
+    ``head_dim``: the model's, which ``turboquant`` must be told."""
     if serde == NONE:
         return None
     if serde == FP8:
         return {"type": FP8, "fp8_dtype": "float8_e4m3fn"}
-    return {"type": serde, "scale_scope": scope or ScaleScope.PER_TENSOR.name}
-
-
-def installed_writes(serde: str) -> tuple[bool, str]:
-    """(can the installed LMCache write ``serde``?, what was seen): its factory builds the
-    serde from the L2 adapter's ``"serde"`` object and, for ``fp8``, its serializer writes
-    a test tensor."""
-    if serde == NONE:
-        return True, "no serde: every release stores the cache as it is"
-    try:
-        factory = importlib.import_module(UPSTREAM_FACTORY)
-        base = importlib.import_module("lmcache.v1.distributed.serde.base")
-    except Exception as exc:
-        return False, f"lmcache not importable here ({type(exc).__name__})"
-    config = l2_config(serde) or {}
-    kwargs = {k: v for k, v in config.items() if k != "type"}
-    try:
-        processor = factory.create_serde_processor(base.SerdeConfig(type=serde, kwargs=kwargs))
-    except Exception as exc:
-        return False, f"its serde factory refuses {serde!r}: {str(exc).splitlines()[0]}"
-    with contextlib.suppress(Exception):  # closing is best effort
-        processor.close()
-    if serde == FP8:
-        ser, _, source = fp8_classes()
-        probe = torch.linspace(-2.0, 2.0, 64, dtype=torch.float16)
-        dst = _Obj(torch.zeros(64, dtype=torch.uint8))
-        written = int(ser().serialize(_Obj(probe), dst, None))
-        if written != probe.numel():
-            return False, f"its fp8 serializer wrote {written} bytes for 64 elements"
-        return True, f"factory builds it; its serializer ({source}) wrote 64 bytes for 64 values"
-    return True, "factory builds it"
+    if serde == AESGCM:
+        return {"type": AESGCM, "master_key_path": KEY_PLACEHOLDER}
+    if serde in (K16V8, K16V8_V_ONLY):
+        return {"type": serde, "scale_scope": scope or ScaleScope.PER_TENSOR.name}
+    return {"type": serde} | ({"head_dim": head_dim} if head_dim and serde == TURBOQUANT else {})

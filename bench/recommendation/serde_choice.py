@@ -5,16 +5,21 @@ The rule, stated on the page with the numbers it used:
 1. Accuracy: a serde and scope is within budget when the model's perplexity change stays
    at most ``PPL_BUDGET`` at 95% confidence (the bootstrap interval's upper end, worse of
    the float16 and bfloat16 caches). No serde (``none``) is always within it.
-2. Configurable: the installed LMCache's serde factory builds the serde from the L2
-   adapter's ``"serde"`` object, and writes with it (``bench.accuracy.l2_serdes.installed_writes``);
-   for
-   the K16/V8 serdes only the scopes a serde can write (``SERDE_SCOPES``: their scales travel
-   in the blob and need no page geometry).
+2. Configurable: the installed LMCache builds the ``--l2-adapter`` object the page prints
+   (an ``fs`` adapter with the serde) through its own parser, adapter factory and serde
+   factory (``bench.accuracy.lmcache_serdes.build_adapter``); for the K16/V8 serdes only the
+   scopes a serde can write (``SERDE_SCOPES``: their scales travel in the blob and need no
+   page geometry). A serde the release registers but whose measurement was skipped (e.g.
+   ``turboquant`` without CUDA) is a row with its reason, never chosen.
 3. Among configurable serdes within budget, the fewest bytes stored in L2 per token wins;
    within ``BYTES_TIE`` of each other, the smaller KL divergence.
 
 The same rule without step 2 names the better choice a newer release could write, and what
-it needs. Speed: the serde's bench rows where the files hold them (``bench.throughput.serde_calls``,
+it needs: a second, labelled line, never the recommendation. A lossless serde (``aesgcm``,
+checked bit-exact) ties with no serde on accuracy and costs its frame in bytes, so no serde
+wins it; it is there for what it buys (confidentiality), which the table says.
+
+Speed: the serde's bench rows where the files hold them (``bench.throughput.serde_calls``,
 PER_TENSOR and PER_LAYER_HEAD), else the codec's encode throughput for the K16/V8 scopes,
 else not measured.
 Models are judged each on its own rows, never pooled.
@@ -27,7 +32,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ..accuracy.l2_serdes import FP8, K16V8, K16V8_V_ONLY, NONE, installed_writes, l2_config
+from ..accuracy.l2_serdes import FP8, K16V8, K16V8_V_ONLY, NONE, l2_config
+from ..accuracy.lmcache_serdes import SerdeFailed, adapter_spec, build_adapter, installed_release
 from ..throughput.serde_calls import SERDE_SCOPES
 
 PPL_BUDGET = 0.01
@@ -40,11 +46,11 @@ SERDE_SPEED_OPS = {
 
 RULE_TEXT = (
     f"Keep the serdes and scopes whose cache changes the model's perplexity by at most "
-    f"{PPL_BUDGET:.0%} at 95% confidence (worse of float16 and bfloat16) and that the "
-    "installed LMCache can be configured to write (its serde factory builds the serde from "
-    'the L2 adapter\'s "serde" object and writes with it; K16/V8 scopes whose scales travel '
-    f"in the blob: {', '.join(SERDE_SCOPES)}); of these the fewest bytes in L2 per token wins, "
-    f"within {BYTES_TIE:.0%} the smaller KL divergence. No serde is always kept."
+    f"{PPL_BUDGET:.0%} at 95% confidence (worse of float16 and bfloat16) and whose "
+    "--l2-adapter JSON the installed LMCache builds (its own parser, adapter factory and serde "
+    f"factory; K16/V8 scopes whose scales travel in the blob: {', '.join(SERDE_SCOPES)}); of "
+    f"these the fewest bytes in L2 per token wins, within {BYTES_TIE:.0%} the smaller KL "
+    "divergence. No serde is always kept."
 )
 
 #: What a serde needs besides a release that registers it.
@@ -59,7 +65,8 @@ NEEDS = {
 @dataclass(frozen=True)
 class SerdeChoice:
     """The recommended row of ``table`` (None: nothing measured), the better one without
-    the configurability filter, the statement and the L2 adapter setting."""
+    the configurability filter, the statement, the ``--l2-adapter`` JSON to paste, and the
+    labelled line on what a newer release would allow ("" when nothing would be better)."""
 
     table: pd.DataFrame
     chosen: pd.Series | None
@@ -67,6 +74,7 @@ class SerdeChoice:
     statement: str = ""
     config: str = ""
     notes: list[str] = field(default_factory=list)
+    newer: str = ""
 
 
 def _worst(rows: pd.DataFrame, metric: str, higher_is_worse: bool = True) -> tuple[float, ...]:
@@ -102,9 +110,12 @@ def _speed(throughput: pd.DataFrame, serde: str, scope: str) -> str:
     return "not measured"
 
 
-def serde_table(e2e: pd.DataFrame, throughput: pd.DataFrame) -> pd.DataFrame:
+def serde_table(
+    e2e: pd.DataFrame, throughput: pd.DataFrame, skipped: dict[str, str] | None = None
+) -> pd.DataFrame:
     """One row per (serde, scope) of one model and context: worst-dtype KL, top-1 and
-    perplexity change with intervals, bytes in L2 per token, speed."""
+    perplexity change with intervals, bytes in L2 per token, speed, ``exact`` (checked
+    bit-exact), and one row per ``skipped`` serde (name: reason) without figures."""
     rows = e2e[e2e["serde"].notna() & (e2e["serde"] != NONE) & e2e["layer"].isna()]
     none = e2e[(e2e["serde"] == NONE) & (e2e["metric"] == "l2_bytes_per_token")]
     base = float(none["value"].max()) if not none.empty else float("nan")
@@ -121,6 +132,8 @@ def serde_table(e2e: pd.DataFrame, throughput: pd.DataFrame) -> pd.DataFrame:
             "ppl_change_high": 0.0,
             "l2_bytes_per_token": base,
             "speed": "no transform",
+            "exact": True,
+            "skipped": "",
         }
     ]
     for (serde, scope), group in rows.groupby(["serde", "scope"], sort=False):
@@ -141,7 +154,17 @@ def serde_table(e2e: pd.DataFrame, throughput: pd.DataFrame) -> pd.DataFrame:
                 "ppl_change_high": ppl_high,
                 "l2_bytes_per_token": float(size.max()) if not size.empty else float("nan"),
                 "speed": _speed(throughput, str(serde), str(scope)),
+                "exact": "exact" in group and bool(group["exact"].eq(True).all()),
+                "skipped": "",
             }
+        )
+    for serde, reason in (skipped or {}).items():
+        nan = float("nan")
+        out.append(
+            {"serde": serde, "scope": "NONE", "kl": nan, "kl_low": nan, "kl_high": nan}
+            | {"top1": nan, "ppl_change": nan, "ppl_change_low": nan, "ppl_change_high": nan}
+            | {"l2_bytes_per_token": nan, "speed": "not measured", "exact": False}
+            | {"skipped": reason}
         )
     table = pd.DataFrame(out)
     table["bytes_vs_none"] = table["l2_bytes_per_token"] / base
@@ -149,10 +172,19 @@ def serde_table(e2e: pd.DataFrame, throughput: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def _builds(serde: str) -> tuple[bool, str]:
+    """(does the installed LMCache build the ``--l2-adapter`` JSON that selects ``serde``?,
+    what it said)."""
+    try:
+        return True, build_adapter(adapter_spec(l2_config(serde)))
+    except SerdeFailed as exc:
+        return False, str(exc)
+
+
 def _writable(table: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     """(can the installed LMCache write each row?, why), checked once per serde."""
-    seen = {s: installed_writes(str(s)) for s in table["serde"].unique()}
-    scope_ok = (table["serde"].isin([NONE, FP8])) | table["scope"].isin(SERDE_SCOPES)
+    seen = {s: _builds(str(s)) for s in table["serde"].unique()}
+    scope_ok = ~table["serde"].isin([K16V8, K16V8_V_ONLY]) | table["scope"].isin(SERDE_SCOPES)
     writes = table["serde"].map(lambda s: seen[s][0]) & scope_ok
     why = (
         table["serde"]
@@ -171,21 +203,9 @@ def _pick(candidates: pd.DataFrame) -> pd.Series | None:
 
 
 def config_line(row: pd.Series) -> str:
-    """The L2 adapter setting that selects ``row``'s serde (JSON)."""
-    serde = l2_config(str(row["serde"]), str(row["scope"]))
-    if serde is None:
-        return 'no "serde" key in the L2 adapter spec (L2 stores the cache as it is)'
-    return '"serde": ' + json.dumps(serde)
-
-
-def _figures(row: pd.Series) -> str:
-    return (
-        f"KL {row['kl']:.1e} [{row['kl_low']:.1e}, {row['kl_high']:.1e}], top-1 "
-        f"{row['top1']:.1%}, perplexity {row['ppl_change']:+.2%} "
-        f"[{row['ppl_change_low']:+.2%}, {row['ppl_change_high']:+.2%}], "
-        f"{row['l2_bytes_per_token']:,.0f} bytes in L2 per token "
-        f"({row['bytes_vs_none']:.0%} of no serde), speed {row['speed']}"
-    )
+    """The ``--l2-adapter`` JSON that selects ``row``'s serde, to paste (placeholders:
+    ``lmcache_serdes.BASE_PLACEHOLDER`` and the aesgcm master key's path)."""
+    return json.dumps(adapter_spec(l2_config(str(row["serde"]), str(row["scope"]))))
 
 
 def _label(row: pd.Series) -> str:
@@ -199,41 +219,39 @@ def choose_serde(table: pd.DataFrame, model: str, context: int) -> SerdeChoice:
     writes, why = _writable(table)
     table = table.assign(lmcache_writes=writes, lmcache_check=why)
     chosen = _pick(table[table["within_budget"] & table["lmcache_writes"]])
-    serde_scope = table["serde"].isin([NONE, FP8]) | table["scope"].isin(SERDE_SCOPES)
+    serde_scope = ~table["serde"].isin([K16V8, K16V8_V_ONLY]) | table["scope"].isin(SERDE_SCOPES)
     better = _pick(table[table["within_budget"] & serde_scope])
     table = table.assign(chosen=False)
     if chosen is None:
         return SerdeChoice(table, None, better, notes=["nothing within budget is configurable"])
     table.loc[chosen.name, "chosen"] = True
-    others = table[table["within_budget"] & table["lmcache_writes"] & ~table["chosen"]]
-    bytes_margin = (
-        f"; the next configurable choice stores {others['l2_bytes_per_token'].min():,.0f}"
-        if not others.empty
-        else ""
+    release = installed_release()
+    statement = (
+        f"For {model} at {context} tokens of context: "
+        + ("no serde" if chosen["serde"] == NONE else _label(chosen))
+        + f", {chosen['l2_bytes_per_token']:,.0f} bytes in L2 per token; {release} builds it."
     )
+    if chosen["serde"] != NONE:
+        statement += (
+            f" Perplexity {chosen['ppl_change']:+.2%} [{chosen['ppl_change_low']:+.2%}, "
+            f"{chosen['ppl_change_high']:+.2%}], margin to the {PPL_BUDGET:.0%} budget "
+            f"{PPL_BUDGET - chosen['ppl_change_high']:.2%} points."
+        )
     fp8 = table[table["serde"] == FP8]
-    if chosen["serde"] == NONE:
-        statement = (
-            f"For {model} at {context} tokens of context: no serde; L2 stores the cache as "
-            f"it is, {chosen['l2_bytes_per_token']:,.0f} bytes per token."
-        )
-    else:
-        statement = (
-            f"For {model} at {context} tokens of context: {_label(chosen)}. "
-            f"{_figures(chosen)}; margin to the {PPL_BUDGET:.0%} perplexity budget "
-            f"{PPL_BUDGET - chosen['ppl_change_high']:.2%} points{bytes_margin}."
-        )
     if not fp8.empty and not bool(fp8.iloc[0]["within_budget"]):
         row = fp8.iloc[0]
         statement += (
-            f" The plain fp8 serde (K and V cast to e4m3, no scale) is out of budget: "
-            f"perplexity {row['ppl_change']:+.2%} [{row['ppl_change_low']:+.2%}, "
-            f"{row['ppl_change_high']:+.2%}], top-1 {row['top1']:.1%}, KL {row['kl']:.1e}."
+            f" Plain fp8 (K and V cast to e4m3, no scale) is out of budget: perplexity "
+            f"{row['ppl_change']:+.2%} [{row['ppl_change_low']:+.2%}, "
+            f"{row['ppl_change_high']:+.2%}]."
         )
+    newer = ""
     if better is not None and better.name != chosen.name:
-        statement += (
-            f" A better choice, {_label(better)} ({_figures(better)}), "
-            f"would need {NEEDS.get(str(better['serde']), 'a release that writes it')}: "
-            f"{better['lmcache_check']}."
+        newer = (
+            f"Needs a newer release: {_label(better)} would store "
+            f"{better['l2_bytes_per_token']:,.0f} bytes per token, perplexity "
+            f"{better['ppl_change']:+.2%} [{better['ppl_change_low']:+.2%}, "
+            f"{better['ppl_change_high']:+.2%}]; it needs "
+            f"{NEEDS.get(str(better['serde']), 'a release that writes it')}."
         )
-    return SerdeChoice(table, chosen, better, statement, config_line(chosen))
+    return SerdeChoice(table, chosen, better, statement, config_line(chosen), newer=newer)

@@ -2,8 +2,10 @@
 
 ``run_benchmarks`` is what ``lmckv bench run`` calls; tests call it with a tiny plan (a
 deliberately slowed implementation comes through ``LMCKV_BENCH_SLOWDOWN``, ``bench.common.impls``).
-Throughput is measured in ``plan.processes`` separate processes (``bench.throughput.workers``);
-accuracy in this one.
+Throughput is measured in ``plan.processes`` separate processes (``bench.throughput.workers``),
+then, with ``with_store_path`` (``lmckv bench run`` unless ``--no-store-path``), store and load
+through LMCache's storage manager in one more (``bench.throughput.store_path``); accuracy in
+this one.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ..common.env import collect_env
 from ..common.impls import IMPL_MODULES, load_impls
 from ..common.machine import machine_record
 from ..common.rows import ResultsWriter
+from . import store_path
 from .measure import ThroughputPlan
 from .workers import run_processes
 
@@ -36,6 +39,7 @@ def run_benchmarks(
     with_throughput: bool = True,
     with_accuracy: bool = True,
     with_e2e: bool = True,
+    with_store_path: bool = False,
     progress: bool = True,
     impl_names: tuple[str, ...] = tuple(IMPL_MODULES),
     threads: int = 1,
@@ -64,6 +68,7 @@ def run_benchmarks(
             with_throughput=with_throughput,
             with_accuracy=with_accuracy,
             with_e2e=with_e2e,
+            with_store_path=with_store_path,
             progress=progress,
             impl_names=impl_names,
             threads=threads,
@@ -83,6 +88,7 @@ def _run(
     with_throughput: bool,
     with_accuracy: bool,
     with_e2e: bool,
+    with_store_path: bool,
     progress: bool,
     impl_names: tuple[str, ...],
     threads: int,
@@ -101,6 +107,7 @@ def _run(
         if with_accuracy
         else None,
         "e2e": e2e.describe(e2e_plan) if with_e2e and real else None,
+        "store_path": store_path.describe() if with_throughput and with_store_path else None,
         "impls": {name: impl.version for name, impl in impls.items()},
         "seed": seed,
     }
@@ -117,6 +124,8 @@ def _run(
             out.write_all(
                 run_processes(plan, tuple(impls), seed=seed, threads=threads, progress=progress)
             )
+            if with_store_path:
+                out.write_all(store_path.phase(progress=progress))
         else:
             out.write({"kind": "skip", "what": "throughput (all)", "reason": "--no-throughput"})
         if not with_accuracy:

@@ -1,0 +1,95 @@
+"""Store and load through LMCache's storage manager (bench.throughput.store_path): rows per
+serde the release registers beside their file-I/O limits, the bytes each serde wrote, skips
+with the reason, and the report's cost table and first-screen clause built from them."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+import pytest
+import torch
+from conftest import import_upstream
+
+from lmckv.bench.accuracy import lmcache_serdes
+from lmckv.bench.common.rows import validate_record
+from lmckv.bench.throughput import store_path
+from lmckv.reports.store_cost import cost_text, store_cost
+
+PLAINTEXT_PER_OBJECT = math.prod(store_path.OBJECT_SHAPE) * 2  # bfloat16
+
+
+@pytest.fixture(scope="module")
+def measured() -> list[dict[str, Any]]:
+    """One small measurement on ``fs`` (2 objects, 2 batches), in its own process."""
+    import_upstream("lmcache.v1.distributed.storage_manager")
+    options = ("--objects", "2", "--batches", "2", "--adapter", "fs")
+    return list(store_path.phase(progress=False, timeout_s=240, options=options))
+
+
+def test_every_registered_serde_is_timed_or_skipped_with_its_reason(
+    measured: list[dict[str, Any]],
+) -> None:
+    names, _ = lmcache_serdes.registered()
+    timed = {r["case"] for r in measured if r["kind"] == "throughput"}
+    skipped = {r["what"]: r["reason"] for r in measured if r["kind"] == "skip"}
+    for name in ["none", *names]:
+        assert f"fs:{name}" in timed or f"store path fs:{name}" in skipped, (name, skipped)
+    assert {"fs:none", "fs:fp8", "fs:aesgcm"} <= timed
+    if "turboquant" in names and not torch.cuda.is_available():
+        assert "requires CUDA" in skipped["store path fs:turboquant"]
+
+
+def test_rows_pair_with_their_limits_and_follow_the_schema(
+    measured: list[dict[str, Any]],
+) -> None:
+    rows = [r for r in measured if r["kind"] == "throughput"]
+    for row in rows:
+        validate_record({**row, "machine_id": "0" * 16})
+        assert row["rounds"] == 2 and all(t > 0 for t in row["samples_s"])
+    for row in (r for r in rows if r["impl"] == "lmcache"):
+        (limit,) = [r for r in rows if r["case"] == row["case"] and r["impl"] == row["limit"]]
+        assert limit["op"] == "copy" and limit["bytes"] == row["serialized_bytes"]
+        assert row["bytes"] == 2 * PLAINTEXT_PER_OBJECT
+        assert row["ratio_to_limit"] == pytest.approx(limit["median_s"] / row["median_s"])
+
+
+def test_the_bytes_each_serde_wrote_follow_its_format(measured: list[dict[str, Any]]) -> None:
+    written = {
+        r["serde"]: r["serialized_bytes"] // 2
+        for r in measured
+        if r["kind"] == "throughput" and r["impl"] == "lmcache"
+    }
+    assert written["none"] == PLAINTEXT_PER_OBJECT
+    assert written["fp8"] == PLAINTEXT_PER_OBJECT // 2  # one byte per bfloat16 element
+    assert written["aesgcm"] == PLAINTEXT_PER_OBJECT + 1 + 12 + 16  # version, IV, tag
+
+
+def _row(op: str, impl: str, case: str, median: float, **extra: Any) -> dict[str, Any]:
+    return {
+        "op": op, "impl": impl, "case": case, "bytes": 1e9, "median_s": median,
+        "q25_s": median * 0.9, "q75_s": median * 1.2, "gbps": 1e9 / median / 1e9,
+        "rounds": 5, "machine": "m", **extra,
+    }  # fmt: skip
+
+
+def test_the_cost_table_sets_each_operation_beside_its_limit() -> None:
+    throughput = pd.DataFrame(
+        [
+            _row("store", "lmcache", "fs:aesgcm", 2.0, limit="file_write"),
+            _row("copy", "file_write", "fs:aesgcm", 0.5),
+            _row("load", "lmcache", "fs:aesgcm", 1.0, limit="file_read"),
+            _row("copy", "file_read", "fs:aesgcm", 0.25),
+            _row("encode", "reference", "page16", 1.0),
+        ]
+    )
+    cost = store_cost(throughput).set_index("op")
+    assert list(cost.index) == ["store", "load"]
+    assert cost.loc["store", "gbps"] == pytest.approx(0.5)
+    assert cost.loc["store", "time_vs_limit"] == pytest.approx(4.0)
+    assert cost.loc["store", "gbps_q25"] < 0.5 < cost.loc["store", "gbps_q75"]
+    text = cost_text(store_cost(throughput), "aesgcm", "fs")
+    assert text == ("on fs store 0.50 GB/s, load 1.00 GB/s (4.0x and 4.0x plain file I/O's time)")
+    assert cost_text(store_cost(throughput), "fp8", "fs") == ""
+    assert store_cost(pd.DataFrame()).empty
