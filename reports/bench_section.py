@@ -154,7 +154,7 @@ def _store_path_details(throughput: pd.DataFrame, skips: pd.DataFrame, out: Outp
     return (
         details(
             "Store path: GB/s through LMCache's storage manager per adapter and serde, and "
-            "the time against plain file I/O of the same bytes",
+            "the time against putting and getting the same bytes directly",
             table(cost),
             "store_path.csv",
         )

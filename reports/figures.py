@@ -60,6 +60,8 @@ LIMIT_COLOR = {
     "d2h_pinned": "0.55",
     "h2d_pageable": "0.15",
     "h2d_pinned": "0.55",
+    "direct_put": "0.15",
+    "direct_get": "0.15",
 }
 STATUS_COLOR = {"all pass": "#5cb85c", "known failures": "#f0ad4e", "failures": "#d9534f"}
 DPI = 110
@@ -597,7 +599,7 @@ def _store_cost_panel(ax: Axes, cost: pd.DataFrame) -> None:
         ax.plot(rows["limit_gbps"].to_numpy(float), ys, "|", color="black", markersize=9)
     ax.set_yticks(range(len(labels)), labels, fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("GB/s through LMCache (|: plain file I/O)")
+    ax.set_xlabel("GB/s through LMCache (|: direct put/get)")
     ax.grid(True, axis="x", alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     ax.set_title("store path, this machine", fontsize=8)

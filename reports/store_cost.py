@@ -1,6 +1,7 @@
 """What each serde costs on LMCache's store path: the store and load rows of
-``bench.throughput.store_path`` beside their limits (plain file I/O of the same bytes,
-measured in the same process), one row per adapter, serde and operation."""
+``bench.throughput.store_path`` beside their limits (the same bytes put into and got from
+the same store with its own client, measured in the same process), one row per adapter,
+serde and operation."""
 
 from __future__ import annotations
 
@@ -59,8 +60,8 @@ def store_cost(throughput: pd.DataFrame) -> pd.DataFrame:
 
 
 def cost_text(cost: pd.DataFrame, serde: str, adapter: str) -> str:
-    """Store and load GB/s of ``serde`` on ``adapter`` and their times against plain file
-    I/O of the same bytes; "" when the run has no store-path rows for them."""
+    """Store and load GB/s of ``serde`` on ``adapter`` and their times against direct I/O of
+    the same bytes; "" when the run has no store-path rows for them."""
     rows = cost[(cost["serde"] == serde) & (cost["adapter"] == adapter)]
     by = {r.op: r for r in rows.itertuples()}
     if "store" not in by or "load" not in by:
@@ -68,5 +69,5 @@ def cost_text(cost: pd.DataFrame, serde: str, adapter: str) -> str:
     store, load = by["store"], by["load"]
     return (
         f"on {adapter} store {store.gbps:.2f} GB/s, load {load.gbps:.2f} GB/s "
-        f"({store.time_vs_limit:.1f}x and {load.time_vs_limit:.1f}x plain file I/O's time)"
+        f"({store.time_vs_limit:.1f}x and {load.time_vs_limit:.1f}x direct I/O's time)"
     )

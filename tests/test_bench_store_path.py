@@ -77,10 +77,10 @@ def _row(op: str, impl: str, case: str, median: float, **extra: Any) -> dict[str
 def test_the_cost_table_sets_each_operation_beside_its_limit() -> None:
     throughput = pd.DataFrame(
         [
-            _row("store", "lmcache", "fs:aesgcm", 2.0, limit="file_write"),
-            _row("copy", "file_write", "fs:aesgcm", 0.5),
-            _row("load", "lmcache", "fs:aesgcm", 1.0, limit="file_read"),
-            _row("copy", "file_read", "fs:aesgcm", 0.25),
+            _row("store", "lmcache", "fs:aesgcm", 2.0, limit="direct_put"),
+            _row("copy", "direct_put", "fs:aesgcm", 0.5),
+            _row("load", "lmcache", "fs:aesgcm", 1.0, limit="direct_get"),
+            _row("copy", "direct_get", "fs:aesgcm", 0.25),
             _row("encode", "reference", "page16", 1.0),
         ]
     )
@@ -90,6 +90,6 @@ def test_the_cost_table_sets_each_operation_beside_its_limit() -> None:
     assert cost.loc["store", "time_vs_limit"] == pytest.approx(4.0)
     assert cost.loc["store", "gbps_q25"] < 0.5 < cost.loc["store", "gbps_q75"]
     text = cost_text(store_cost(throughput), "aesgcm", "fs")
-    assert text == ("on fs store 0.50 GB/s, load 1.00 GB/s (4.0x and 4.0x plain file I/O's time)")
+    assert text == ("on fs store 0.50 GB/s, load 1.00 GB/s (4.0x and 4.0x direct I/O's time)")
     assert cost_text(store_cost(throughput), "fp8", "fs") == ""
     assert store_cost(pd.DataFrame()).empty

@@ -64,9 +64,12 @@ def test_detects_bench_jsonl_by_header_record() -> None:
         "decode_dequant",
         "copy",
         "crc32",
+        "store",
+        "load",
     }
     assert (throughput["run_id"] == run.run_id).all()
-    assert list(run.table("skip")["what"]) == ["cuda"]
+    skipped = list(run.table("skip")["what"])
+    assert skipped == ["cuda", "store path fs:turboquant", "store path fs_native:turboquant"]
     assert run.table("telemetry").empty
 
 

@@ -97,6 +97,7 @@ def _run(
     t0 = time.monotonic()
     impls, missing = load_impls(impl_names)
     e2e_plan = e2e.FULL if mode == "full" else e2e.QUICK
+    store_batches = store_path.FULL_BATCHES if mode == "full" else store_path.DEFAULT_BATCHES
     config: dict[str, Any] = {
         "throughput": plan.describe() if with_throughput else None,
         "accuracy": {
@@ -107,7 +108,9 @@ def _run(
         if with_accuracy
         else None,
         "e2e": e2e.describe(e2e_plan) if with_e2e and real else None,
-        "store_path": store_path.describe() if with_throughput and with_store_path else None,
+        "store_path": store_path.describe(store_batches)
+        if with_throughput and with_store_path
+        else None,
         "impls": {name: impl.version for name, impl in impls.items()},
         "seed": seed,
     }
@@ -125,7 +128,8 @@ def _run(
                 run_processes(plan, tuple(impls), seed=seed, threads=threads, progress=progress)
             )
             if with_store_path:
-                out.write_all(store_path.phase(progress=progress))
+                options = ("--batches", str(store_batches))
+                out.write_all(store_path.phase(progress=progress, options=options))
         else:
             out.write({"kind": "skip", "what": "throughput (all)", "reason": "--no-throughput"})
         if not with_accuracy:

@@ -1,12 +1,15 @@
-"""Store and load through LMCache's own storage manager, beside plain file I/O of the same
-bytes: what a serde costs on the path LMCache runs (bench/RESULTS.md, "Store-path rows").
+"""Store and load through LMCache's own storage manager, beside putting and getting the same
+bytes directly: what a serde costs on the path LMCache runs (bench/RESULTS.md, "Store-path
+rows").
 
-Per adapter (``fs``, ``fs_native``) and serde (no serde, then every name the installed
-release registers; one that cannot run here is a skip row with what it did), one
-StorageManager is built from the MP server's flags (``L1_FLAGS``) with that ``--l2-adapter``
-spec. Objects are LMCache's chunks of the bundled model's layout (``OBJECT_SHAPE``, bfloat16),
-filled once; a batch is ``objects`` of them under fresh chunk hashes (the fs adapters skip a
-key already on disk). For each batch:
+Per adapter (``fs`` and ``fs_native`` on a folder, ``resp`` on a loopback redis-server and
+``s3`` on a loopback moto server where they run here: ``conformance.store.views``, one store
+per adapter) and serde (no serde, then every name the installed release registers; one that
+cannot run here is a skip row with what it did), one StorageManager is built from the MP
+server's flags (``L1_FLAGS``) with that ``--l2-adapter`` spec. Objects are LMCache's chunks
+of the bundled model's layout (``OBJECT_SHAPE``, bfloat16), filled once; a batch is
+``objects`` of them under chunk hashes no batch used before (the fs adapters skip a key
+already on disk). For each batch:
 
 - store: L1 reservation and the copy into it happen before the clock starts; timed from
   ``finish_write`` until the store controller is idle and the L2 usage has grown by the
@@ -17,14 +20,15 @@ key already on disk). For each batch:
   was written (through the cast under ``fp8``): a load that gives other bytes is an error,
   not a time.
 - limits, in the same process, on the same bytes, after each batch's load (when the
-  adapter's own writes are done): writing ``objects`` new files of the serialized size (open,
-  write, close: the page cache, as the adapters write, which never fsync) and reading them
-  back (``readinto``).
+  adapter's own writes are done): putting ``objects`` new entries of the serialized size
+  into the same store with its own client, and getting them back (files: Python's file I/O,
+  the page cache, as the adapters write, which never fsync; resp: redis-py's SET and GET;
+  s3: boto3's put_object and get_object over loopback).
 
 One warm-up batch is discarded, then ``batches`` are timed. Wall clock (``perf_counter``):
 LMCache's store and load run in its own threads. Rows are throughput rows (``op`` store or
 load, ``impl`` lmcache, ``case`` ``<adapter>:<serde>``, ``bytes`` the plaintext of a batch),
-each with its limit row (``op`` copy, ``impl`` file_write or file_read, same case) measured
+each with its limit row (``op`` copy, ``impl`` direct_put or direct_get, same case) measured
 in the same process, so the gate can compare them like every other throughput row.
 
 A limit row's ``bytes`` are the serialized bytes it wrote or read. The rows are measured in
@@ -40,6 +44,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import itertools
 import json
 import os
 import signal
@@ -57,9 +62,11 @@ from typing import Any
 import torch
 
 from ...conformance.store import lmcache_worker as worker
+from ...conformance.store.servers import ServerError
+from ...conformance.store.views import StoreUnavailable, StoreView, open_view
 from ..accuracy import l2_serdes, lmcache_serdes
 
-ADAPTERS = ("fs", "fs_native")
+ADAPTERS = ("fs", "fs_native", "resp", "s3")
 #: One LMCache chunk of the bundled model (SmolLM2-135M): K and V, 30 layers, 256 tokens,
 #: 3 KV heads x ``HEAD_DIM``.
 OBJECT_SHAPE, HEAD_DIM = (2, 30, 256, 192), 64
@@ -69,11 +76,11 @@ L1_FLAGS = ["--l1-size-gb", "0.25", "--no-l1-use-lazy", "--eviction-policy", "LR
 POLL_S = 0.001
 #: Seconds a batch's store or load may take before the measurement gives up.
 TIMEOUT_S = 60.0
-LIMITS = {"store": "file_write", "load": "file_read"}
+LIMITS = {"store": "direct_put", "load": "direct_get"}
 #: Seconds the whole measurement may take in the quick run.
 PHASE_TIMEOUT_S = 300.0
-#: Objects per batch and timed batches of the quick run.
-DEFAULT_OBJECTS, DEFAULT_BATCHES = 4, 5
+#: Objects per batch, and timed batches of the quick run and of ``--full``.
+DEFAULT_OBJECTS, DEFAULT_BATCHES, FULL_BATCHES = 4, 3, 10
 
 
 class StorePathError(RuntimeError):
@@ -88,19 +95,23 @@ class Timed:
     limit: list[float]
 
 
-def _objects(count: int, start: int, salt: int) -> list[worker.PlanObject]:
+_FRESH = itertools.count()
+
+
+def _objects(count: int) -> list[worker.PlanObject]:
+    """``count`` objects under chunk hashes no earlier batch of this process used."""
     return [
         worker.PlanObject(
             model_name="lmckv-store-path",
             kv_rank=0,
             object_group_id=0,
-            chunk_hash=f"{salt:08x}{start + i:024x}",
+            chunk_hash=f"{os.getpid():08x}{next(_FRESH):024x}",
             cache_salt="",
             shape=OBJECT_SHAPE,
             dtype=DTYPE,
-            seed=i,
+            seed=0,
         )
-        for i in range(count)
+        for _ in range(count)
     ]
 
 
@@ -173,24 +184,23 @@ def _load(manager: Any, objects: list[worker.PlanObject], expected: bytes) -> fl
     return seconds
 
 
-def _file_limits(folder: Path, count: int, size: int, payload: bytes) -> tuple[float, float]:
-    """(seconds to write ``count`` new files of ``size`` bytes, seconds to read them back)."""
-    paths = [folder / f"limit-{time.monotonic_ns()}-{i}" for i in range(count)]
+def _direct(view: StoreView, count: int, size: int, payload: bytes) -> tuple[float, float]:
+    """(seconds to put ``count`` new entries of ``size`` bytes into the store with its own
+    client, seconds to get them back); removed afterwards."""
+    names = [f"lmckv-limit-{next(_FRESH)}" for _ in range(count)]
     data = (payload * (size // len(payload) + 1))[:size]
     t0 = time.perf_counter()
-    for path in paths:
-        with path.open("wb") as f:
-            f.write(data)
-    write = time.perf_counter() - t0
-    buffer = bytearray(size)
+    for name in names:
+        view.put(name, data)
+    put = time.perf_counter() - t0
     t0 = time.perf_counter()
-    for path in paths:
-        with path.open("rb", buffering=0) as f:
-            f.readinto(buffer)
-    read = time.perf_counter() - t0
-    for path in paths:
-        path.unlink()
-    return write, read
+    got = [len(view.get(name)) for name in names]
+    get = time.perf_counter() - t0
+    for name in names:
+        view.delete(name)
+    if got != [size] * count:
+        raise StorePathError(f"the store gave back {got} bytes for {size} put")
+    return put, get
 
 
 def _close(manager: Any) -> None:
@@ -201,45 +211,40 @@ def _close(manager: Any) -> None:
 
 
 def measure(
-    adapter: str, serde: dict[str, Any] | None, root: Path, objects: int, batches: int
+    view: StoreView, serde: dict[str, Any] | None, objects: int, batches: int
 ) -> tuple[dict[str, Timed], int]:
     """(store and load seconds per batch, each beside its limit; serialized bytes per
-    object) of one adapter and serde (this module's docstring)."""
-    spec = lmcache_serdes.adapter_spec(serde)
+    object) of one store and serde (this module's docstring)."""
+    spec = {"type": view.adapter, **view.fields, **({"serde": serde} if serde else {})}
     with lmcache_serdes.concrete_spec(spec) as concrete:
-        concrete["base_path"] = str(root / f"{adapter}-{(serde or {}).get('type', 'none')}")
-        concrete["type"] = adapter
         manager = _build(concrete)
         try:
-            return _batches(manager, serde, root, objects, batches)
+            return _batches(manager, view, serde, objects, batches)
         finally:
             _close(manager)
 
 
 def _batches(
-    manager: Any, serde: dict[str, Any] | None, root: Path, objects: int, batches: int
+    manager: Any, view: StoreView, serde: dict[str, Any] | None, objects: int, batches: int
 ) -> tuple[dict[str, Timed], int]:
-    first = _objects(objects, 0, os.getpid())[0]
-    data = worker.fill(first)
-    expected = worker.expected_read_bytes(first, (serde or {}).get("type", ""))
+    warm = _objects(objects)
+    data = worker.fill(warm[0])
+    expected = worker.expected_read_bytes(warm[0], (serde or {}).get("type", ""))
     before = worker.l2_usage(manager)
-    warm = _objects(objects, 0, os.getpid())
     _store(manager, warm, data, 0)
     grow = worker.l2_usage(manager) - before
     if grow <= 0:
         raise StorePathError("the warm-up batch did not grow the L2 usage")
     _load(manager, warm, expected)
     timed = {op: Timed([], []) for op in LIMITS}
-    folder = root / "limits"
-    folder.mkdir(exist_ok=True)
     payload = os.urandom(1 << 20)
-    for batch in range(batches):
-        keys = _objects(objects, (batch + 1) * objects, os.getpid())
+    for _ in range(batches):
+        keys = _objects(objects)
         timed["store"].lmcache.append(_store(manager, keys, data, grow))
         timed["load"].lmcache.append(_load(manager, keys, expected))
-        write, read = _file_limits(folder, objects, grow // objects, payload)
-        timed["store"].limit.append(write)
-        timed["load"].limit.append(read)
+        put, get = _direct(view, objects, grow // objects, payload)
+        timed["store"].limit.append(put)
+        timed["load"].limit.append(get)
     return timed, grow // objects
 
 
@@ -272,41 +277,50 @@ def rows(
         return
     plaintext = objects * torch.Size(OBJECT_SHAPE).numel() * torch.finfo(torch.bfloat16).bits // 8
     for adapter in adapters:
-        for name in [l2_serdes.NONE, *names]:
-            serde = l2_serdes.l2_config(name, head_dim=HEAD_DIM)
-            case = f"{adapter}:{name}"
-            started = time.time()
+        with contextlib.ExitStack() as servers:
             try:
-                if serde is not None:  # a serde that cannot run here fails in LMCache's threads
-                    lmcache_serdes.roundtrip(serde, [torch.ones(2, 6, 16, 2 * HEAD_DIM)])
-                timed, serialized = measure(adapter, serde, root, objects, batches)
-            except Exception as exc:  # the serde's or LMCache's own error: the row says it
-                text = str(exc).strip().splitlines()
-                reason = f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
-                yield {"kind": "skip", "what": f"store path {case}", "reason": reason}
+                view = open_view(adapter, root / adapter, servers)
+            except (StoreUnavailable, ServerError) as exc:
+                yield {"kind": "skip", "what": f"store path {adapter}", "reason": str(exc)[:300]}
                 continue
-            for op, t in timed.items():
-                limit = _row("copy", LIMITS[op], case, serialized * objects, t.limit, None)
-                row = _row(op, "lmcache", case, plaintext, t.lmcache, LIMITS[op])
-                row["ratio_to_limit"] = limit["median_s"] / row["median_s"]
-                extra = {
-                    "serde": name,
-                    "adapter": adapter,
-                    "serialized_bytes": serialized * objects,
-                }
-                stamp = {"started_utc": _utc(started), "ended_utc": _utc(time.time())}
-                yield {**limit, **extra, **stamp}
-                yield {**row, **extra, **stamp}
+            for name in [l2_serdes.NONE, *names]:
+                yield from _serde_rows(view, name, objects, batches, plaintext)
 
 
-def describe() -> dict[str, Any]:
+def _serde_rows(
+    view: StoreView, name: str, objects: int, batches: int, plaintext: int
+) -> Iterator[dict[str, Any]]:
+    """One store and serde's rows (``rows``), or its skip row."""
+    serde = l2_serdes.l2_config(name, head_dim=HEAD_DIM)
+    case = f"{view.adapter}:{name}"
+    started = time.time()
+    try:
+        if serde is not None:  # a serde that cannot run here fails in LMCache's threads
+            lmcache_serdes.roundtrip(serde, [torch.ones(2, 6, 16, 2 * HEAD_DIM)])
+        timed, serialized = measure(view, serde, objects, batches)
+    except Exception as exc:  # the serde's or LMCache's own error: the row says it
+        text = str(exc).strip().splitlines()
+        reason = f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
+        yield {"kind": "skip", "what": f"store path {case}", "reason": reason}
+        return
+    extra = {"serde": name, "adapter": view.adapter, "serialized_bytes": serialized * objects}
+    stamp = {"started_utc": _utc(started), "ended_utc": _utc(time.time())}
+    for op, t in timed.items():
+        limit = _row("copy", LIMITS[op], case, serialized * objects, t.limit, None)
+        row = _row(op, "lmcache", case, plaintext, t.lmcache, LIMITS[op])
+        row["ratio_to_limit"] = limit["median_s"] / row["median_s"]
+        yield {**limit, **extra, **stamp}
+        yield {**row, **extra, **stamp}
+
+
+def describe(batches: int = DEFAULT_BATCHES) -> dict[str, Any]:
     """This phase's configuration, for the results header."""
     return {
         "adapters": list(ADAPTERS),
         "object_shape": list(OBJECT_SHAPE),
         "dtype": DTYPE,
         "objects": DEFAULT_OBJECTS,
-        "batches": DEFAULT_BATCHES,
+        "batches": batches,
         "l1_flags": L1_FLAGS,
         "timer": "perf_counter",
     }
@@ -320,7 +334,7 @@ def phase(
     with tempfile.TemporaryDirectory(prefix="lmckv-store-path-") as tmp:
         out = Path(tmp) / "rows.jsonl"
         if progress:
-            print("store path: fs and fs_native through LMCache's storage manager", file=sys.stderr)
+            print("store path: each adapter through LMCache's storage manager", file=sys.stderr)
         proc = subprocess.Popen(
             [sys.executable, "-m", "lmckv.bench.throughput.store_path", str(out), *options],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
