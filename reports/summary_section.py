@@ -90,6 +90,11 @@ def _encode_speed(throughput: pd.DataFrame, scope: str) -> str:
     )
 
 
+def _sentence_start(text: str) -> str:
+    """``text`` with its first letter upper-case (the rest as it is: names keep their case)."""
+    return text[:1].upper() + text[1:]
+
+
 def _encode_cost_text(row: pd.Series) -> str:
     """The chosen scope's encode cost as the rule measures it: the median over cases and
     dtypes of its paired slowdown against the fastest scope, against the rule's bound, with
@@ -106,9 +111,9 @@ def _encode_cost_text(row: pd.Series) -> str:
     if pd.isna(row["encode_cost_low"]) or row["encode_cost_low"] == row["encode_cost_high"]:
         return cost + ")"
     return (
-        f"{cost}: the median over cases and dtypes of the slowdown paired per case and dtype, "
-        f"which ranges from {_percent(row['encode_cost_low'])} to "
-        f"{_percent(row['encode_cost_high'])})"
+        f"{cost}). That is the median over cases and dtypes of the slowdown paired per case "
+        f"and dtype, which ranges from {_percent(row['encode_cost_low'])} to "
+        f"{_percent(row['encode_cost_high'])}."
     )
 
 
@@ -144,8 +149,8 @@ def first_screen(choice: ScopeChoice, throughput: pd.DataFrame) -> str:
     bpt = row["bytes_per_token"]
     cost = (
         ("storage not measured" if pd.isna(bpt) else f"{bpt:,.1f} bytes per token")
-        + f" ({_percent(row['bytes_overhead'])} over the smallest scope); "
-        + _encode_speed(throughput, choice.scope)
+        + f" ({_percent(row['bytes_overhead'])} over the smallest scope). "
+        + _sentence_start(_encode_speed(throughput, choice.scope))
         + _encode_cost_text(row)
     )
     cards = [_card(choice.scope, "recommended scale scope")]
@@ -159,7 +164,7 @@ def first_screen(choice: ScopeChoice, throughput: pd.DataFrame) -> str:
     return (
         f'<div class="cards">{"".join(cards)}</div>'
         + paragraph(f"Recommended scale scope: {choice.scope}.", "verdict")
-        + paragraph(f"What it does to the model: {choice.statement}")
+        + paragraph(f"Effect on the model: {choice.statement}")
         + paragraph(f"What it costs: {cost}.")
         + paragraph(f"How sure: {_sureness(row)}{_stress_text(choice)}")
     )

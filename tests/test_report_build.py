@@ -158,7 +158,7 @@ def test_summary_counts_and_recommended_scope(full: tuple[Path, str]) -> None:
     assert "upstream: 1 MUST test(s) FAIL" in text
     assert "producer × consumer: no unexpected failures in 1 check(s); 1 known failure(s)" in text
     assert "(3.8% slower than the fastest scope, inside the rule&#x27;s 25% bound" in text
-    assert "which ranges from 0.0% to 7.5%)" in text
+    assert "which ranges from 0.0% to 7.5%." in text
     assert '<tr class="chosen"><td>PER_PAGE_HEAD</td>' in text
     assert "Against the baseline (lmckv bench compare), bench-cpu.jsonl: 0 regression(s)" in text
     assert "too few processes (3 vs 3)" in section(page, "comparison")
@@ -405,3 +405,31 @@ def test_two_machines_are_shown_apart_never_averaged(tmp_path: Path) -> None:
     assert f"<td>{a}</td>" in summary and f"<td>{b}</td>" in summary
     assert f"reference GB/s [{a}]" in section(page, "throughput")
     assert "throughput_cpu_1.png" in page and "throughput_cpu_2.png" in page
+
+
+#: The issue's bound on every sentence below the answer (the first screen's three lines
+#: included): a reader scans, so each sentence stays under this many words.
+MAX_SENTENCE_WORDS = 30
+
+
+def _sentences(html_text: str) -> list[str]:
+    """The sentences of the paragraphs and list items of ``html_text`` (tables aside)."""
+    out = []
+    for _, inner in re.findall(r"<(p|li)\b[^>]*>(.*?)</\1>", html_text, re.S):
+        text = re.sub(r"<[^>]+>", "", inner)
+        out += [s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z(])", text) if s.strip()]
+    return out
+
+
+def test_every_summary_sentence_is_short(tmp_path: Path) -> None:
+    from lmckv.reports.inputs import load_inputs
+    from lmckv.reports.output import Output
+    from lmckv.reports.summary_section import summary_section
+
+    names = ("conformance.json", "bench-cpu.jsonl", "bench-e2e.jsonl")
+    inputs = load_inputs([FIXTURES / n for n in names])
+    body = summary_section(inputs, Output(tmp_path), {}).body
+    sentences = _sentences(body)
+    assert len(sentences) > 20
+    long = [s for s in sentences if len(s.split()) >= MAX_SENTENCE_WORDS]
+    assert not long, long

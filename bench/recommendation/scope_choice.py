@@ -45,13 +45,14 @@ E2E_COLUMNS = ("model", "scope", "fmt", "layer", "metric", "value", "ci_low", "c
 
 RULE_TEXT = (
     "Among scopes that store their scales in the blob, keep those whose encode throughput is "
-    f"within {MAX_ENCODE_COST:.0%} of the fastest scope (per machine, device, case and dtype; "
-    "a scope counts as slower only where its interquartile GB/s interval lies entirely below "
-    "the fastest's, else it is tied on speed) and whose storage bytes per token are "
-    f"within {MAX_BYTES_OVERHEAD:.0%} of the smallest; of these choose the one whose cache "
-    "moves the real model's next-token predictions least (mean KL divergence, float16 and "
-    "bfloat16 caches); scopes whose 95% paired bootstrap interval of the KL difference "
-    "includes zero tie, and then the fewer bytes per token, then the faster encode, win. "
+    f"within {MAX_ENCODE_COST:.0%} of the fastest scope, per machine, device, case and dtype. "
+    "A scope counts as slower only where its interquartile GB/s interval lies entirely below "
+    "the fastest's; else it is tied on speed. "
+    f"Keep those whose storage bytes per token are within {MAX_BYTES_OVERHEAD:.0%} of the "
+    "smallest. Of these, choose the one whose cache moves the real model's next-token "
+    "predictions least (mean KL divergence, float16 and bfloat16 caches). "
+    "Scopes whose 95% paired bootstrap interval of the KL difference includes zero tie; then "
+    "the fewer bytes per token win, then the faster encode. "
     "Synthetic stress families are shown beside the choice, not used to make it."
 )
 

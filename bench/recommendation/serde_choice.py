@@ -46,11 +46,12 @@ SERDE_SPEED_OPS = {
 
 RULE_TEXT = (
     f"Keep the serdes and scopes whose cache changes the model's perplexity by at most "
-    f"{PPL_BUDGET:.0%} at 95% confidence (worse of float16 and bfloat16) and whose "
-    "--l2-adapter JSON the installed LMCache builds (its own parser, adapter factory and serde "
-    f"factory; K16/V8 scopes whose scales travel in the blob: {', '.join(SERDE_SCOPES)}); of "
-    f"these the fewest bytes in L2 per token wins, within {BYTES_TIE:.0%} the smaller KL "
-    "divergence. No serde is always kept."
+    f"{PPL_BUDGET:.0%} at 95% confidence (worse of float16 and bfloat16). "
+    "Of these, keep those whose --l2-adapter JSON the installed LMCache builds with its own "
+    "parser and factories. "
+    f"K16/V8 qualifies only in scopes whose scales travel in the blob: {', '.join(SERDE_SCOPES)}. "
+    f"The fewest bytes in L2 per token wins; within {BYTES_TIE:.0%}, the smaller KL divergence. "
+    "No serde is always kept."
 )
 
 #: What a serde needs besides a release that registers it.
@@ -251,7 +252,7 @@ def choose_serde(table: pd.DataFrame, model: str, context: int) -> SerdeChoice:
             f"Needs a newer release: {_label(better)} would store "
             f"{better['l2_bytes_per_token']:,.0f} bytes per token, perplexity "
             f"{better['ppl_change']:+.2%} [{better['ppl_change_low']:+.2%}, "
-            f"{better['ppl_change_high']:+.2%}]; it needs "
+            f"{better['ppl_change_high']:+.2%}]. It needs "
             f"{NEEDS.get(str(better['serde']), 'a release that writes it')}."
         )
     return SerdeChoice(table, chosen, better, statement, config_line(chosen), newer=newer)
