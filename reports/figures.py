@@ -450,9 +450,9 @@ ANSWER_SIZE = (1232, 420)
 
 #: Marker per scale scope in the answer figure (a serde without scopes: a circle).
 SCOPE_MARKER = {
-    "PER_TENSOR": "s",
-    "PER_LAYER_HEAD": "D",
-    "PER_PAGE_HEAD": "^",
+    ScaleScope.PER_TENSOR.name: "s",
+    ScaleScope.PER_LAYER_HEAD.name: "D",
+    ScaleScope.PER_PAGE_HEAD.name: "^",
     CALIBRATED_EXTERNAL: "v",
 }
 
@@ -464,7 +464,8 @@ def _serde_labels(rows: pd.DataFrame, x: npt.NDArray[np.float64]) -> dict[int, s
     where: dict[tuple[float, float], int] = {}
     for serde, group in rows.groupby("serde", sort=False):
         k = int(group.index[int(np.argmin(x[group.index]))])
-        spot = (round(float(x[k]), 12), round(float(rows.loc[k, "l2_bytes_per_token"]), -1))
+        size = rows["l2_bytes_per_token"].to_numpy(float)[k]
+        spot = (round(float(x[k]), 12), round(float(size), -1))
         at.setdefault(spot, []).append(str(serde))
         where.setdefault(spot, k)
     return {where[spot]: " / ".join(names) for spot, names in at.items()}

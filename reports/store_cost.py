@@ -31,29 +31,28 @@ def store_cost(throughput: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=COLUMNS)
     ops = throughput[throughput["op"].isin(list(LIMITS)) & (throughput["impl"] == "lmcache")]
     out = []
-    for row in ops.itertuples():
+    for row in ops.to_dict("records"):
         limit = throughput[
             (throughput["op"] == "copy")
-            & (throughput["impl"] == LIMITS[str(row.op)])
-            & (throughput["case"] == row.case)
-            & (throughput["machine"] == row.machine)
+            & (throughput["impl"] == LIMITS[str(row["op"])])
+            & (throughput["case"] == row["case"])
+            & (throughput["machine"] == row["machine"])
         ]
-        adapter, _, serde = str(row.case).partition(":")
-        lim = limit.iloc[0] if not limit.empty else None
+        adapter, _, serde = str(row["case"]).partition(":")
+        nbytes, median = float(row["bytes"]), float(row["median_s"])
+        limit_s = float(limit["median_s"].iloc[0]) if not limit.empty else float("nan")
         out.append(
             {
                 "adapter": adapter,
                 "serde": serde,
-                "op": row.op,
-                "gbps": row.bytes / row.median_s / 1e9,
-                "gbps_q25": row.bytes / row.q75_s / 1e9,
-                "gbps_q75": row.bytes / row.q25_s / 1e9,
-                "limit_gbps": float("nan") if lim is None else lim["gbps"],
-                "time_vs_limit": float("nan")
-                if lim is None
-                else float(row.median_s) / float(lim["median_s"]),
-                "batches": row.rounds,
-                "machine": row.machine,
+                "op": row["op"],
+                "gbps": nbytes / median / 1e9,
+                "gbps_q25": nbytes / float(row["q75_s"]) / 1e9,
+                "gbps_q75": nbytes / float(row["q25_s"]) / 1e9,
+                "limit_gbps": float(limit["gbps"].iloc[0]) if not limit.empty else float("nan"),
+                "time_vs_limit": median / limit_s,
+                "batches": row["rounds"],
+                "machine": row["machine"],
             }
         )
     return pd.DataFrame(out, columns=COLUMNS)

@@ -247,7 +247,9 @@ def _serde_screen(inputs: ReportInputs, out: Output, document: dict[str, Any]) -
     adapter JSON to paste and why; the first model's answer as a figure and three lines."""
     throughput = inputs.bench_table("throughput") if inputs.bench else pd.DataFrame()
     cost = store_cost(throughput)
-    parts, below, chosen = [], [], []
+    parts: list[str] = []
+    below: list[str] = []
+    chosen: list[dict[str, Any]] = []
     for label, context, e2e, skips in serde_groups(inputs):
         choice = serde_choice_for(context, label, e2e, skips, throughput)
         if choice.chosen is None:

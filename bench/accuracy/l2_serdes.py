@@ -53,7 +53,8 @@ class LMCacheObj:
     @property
     def byte_array(self) -> memoryview:
         """The tensor's bytes, writable in place."""
-        return memoryview(self.tensor.view(torch.uint8).reshape(-1).numpy())
+        array: Any = self.tensor.view(torch.uint8).reshape(-1).numpy()
+        return memoryview(array)
 
     def set_used_size(self, n: int) -> None:
         self.used = n

@@ -235,4 +235,4 @@ def object_chunks(
     whole = torch.stack(
         [torch.stack([rows(k) for k, _ in kv]), torch.stack([rows(v) for _, v in kv])]
     )
-    return [c.contiguous() for c in whole.split(CHUNK_TOKENS, dim=2)]
+    return [c.contiguous() for c in torch.split(whole, CHUNK_TOKENS, dim=2)]
