@@ -230,8 +230,8 @@ def tests(session: nox.Session) -> None:
     upstream; the C testee under ASan+UBSan beside the reference's v1-only reader, the v1
     readers of the compatibility matrix, and the newest release as one in a venv of its own;
     the reference and upstream servers and the reference client over loopback sockets) and a
-    short fuzzing campaign (500 inputs per target: a smoke run of the campaign; the unit
-    tests mutate 2k inputs of every target, `nox -s fuzz` runs longer campaigns)."""
+    short fuzzing campaign (atheris, 500 inputs per target: a smoke run of the campaign; the
+    unit tests mutate 2k inputs of every target, `nox -s fuzz` runs longer campaigns)."""
     # kernels: the Triton quantize kernel's tests run under its interpreter.
     # real-kv: `bench e2e --model` runs on a tiny model the test builds (transformers).
     install(session, "test", "bench", "fuzz", "kernels", "real-kv", "store", upstream=True)
@@ -274,9 +274,10 @@ def tests(session: nox.Session) -> None:
         *SUITE, "--impl", "upstream", "-k", "test_codec_versions",
         f"--junitxml=.lmckv/junit-conformance-v2-{newest}.xml", external=True,
     )  # fmt: skip
+    # The coverage-guided engine only: the unit tests run the mutation engine on every target.
     session.run(
         "python", "-m", "lmckv.conformance.fuzz", "--seconds", "10", "--runs", "500",
-        "--alloc-every", "4", "--out", ".lmckv/fuzz",
+        "--engine", "atheris", "--alloc-every", "4", "--out", ".lmckv/fuzz",
     )  # fmt: skip
 
 
@@ -294,7 +295,9 @@ def machine_deps(session: nox.Session) -> None:
         "base", "test", "lint", "bench", "fuzz", "kernels", "dist", "store"
     )
     pins = [TORCH_PIN, TRITON_PIN, *REAL_KV_PINS, *STORE_TEST_DEPS]
-    pip = [str(SHARED_ENV / "bin" / "python"), "-m", "pip", "install", "-q"]
+    # --no-compile: pip would byte-compile all ~20k modules (torch, transformers, ...) one
+    # after another; Python compiles the few thousand the sessions import, once, on first use.
+    pip = [str(SHARED_ENV / "bin" / "python"), "-m", "pip", "install", "-q", "--no-compile"]
     session.run(*pip, *pins, *wanted, *UPSTREAM_RUNTIME_DEPS, external=True)
     SHARED_MARKER.write_text(f"{TORCH_PIN}\n{TRITON_PIN}\n")
 
@@ -313,10 +316,13 @@ def dist(session: nox.Session) -> None:
     built = sorted(DIST_DIR.iterdir())
     session.run("python", "-m", "twine", "check", "--strict", *map(str, built))
     (wheel,) = DIST_DIR.glob("lmckv-*.whl")
+    env = {"LMCKV_WHEEL": str(wheel.resolve())}
+    shared = _shared_site()
+    if shared is not None:  # torch and the test extra, seen instead of installed again
+        env["LMCKV_PREINSTALLED_SITE"] = str(shared)
     session.run(
         "python", "-m", "pytest", "-q", "-m", "slow", "tests/test_installed_wheel.py",
-        "-p", "no:cacheprovider", "-p", "no:lmckv",
-        "--junitxml=.lmckv/junit-dist.xml", env={"LMCKV_WHEEL": str(wheel.resolve())},
+        "-p", "no:cacheprovider", "-p", "no:lmckv", "--junitxml=.lmckv/junit-dist.xml", env=env,
     )  # fmt: skip
 
 

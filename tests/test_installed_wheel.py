@@ -2,7 +2,11 @@
 (no system site-packages) and use it from an empty folder, as another project's CI would.
 
 Set ``LMCKV_WHEEL`` to the path of a wheel already built (``nox -s dist`` builds one) to skip
-the build. Marked ``slow`` (about two minutes on 2 cores); CI runs it.
+the build, and ``LMCKV_PREINSTALLED_SITE`` to a site-packages folder that already holds torch
+and the test extra's packages (``nox -s dist`` passes the shared environment of
+``nox -s machine_deps``): the venv then sees it through a ``.pth`` file instead of copying
+torch in again, and pip resolves the wheel's dependencies against it. Marked ``slow`` (about
+two minutes on 2 cores); CI runs it.
 """
 
 from __future__ import annotations
@@ -78,7 +82,12 @@ def venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path, clean_env: dict[
     root = tmp_path_factory.mktemp("venv") / "v"
     _run([sys.executable, "-m", "venv", str(root)], root.parent, clean_env)
     pip = [str(root / "bin" / "python"), "-m", "pip", "install", "-q"]
-    _run([*pip, TORCH_PIN], root.parent, clean_env)
+    preinstalled = os.environ.get("LMCKV_PREINSTALLED_SITE")
+    if preinstalled:
+        (site,) = (root / "lib").glob("python3*/site-packages")
+        (site / "lmckv-preinstalled.pth").write_text(f"{Path(preinstalled).resolve()}\n")
+    else:
+        _run([*pip, TORCH_PIN], root.parent, clean_env)
     _run([*pip, f"{wheel}[test]"], root.parent, clean_env)
     return root / "bin"
 
