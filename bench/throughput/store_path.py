@@ -133,7 +133,7 @@ def _store(manager: Any, objects: list[worker.PlanObject], data: torch.Tensor, g
     """Seconds from ``finish_write`` until the batch is in L2 (``grow`` bytes more usage;
     0: until the controller is idle and the usage is stable, the warm-up's way)."""
     keys = [worker.object_key(o) for o in objects]
-    reserved = worker._reserve_write(manager, keys, worker.layout(objects[0]))
+    reserved = worker.reserve_write(manager, keys, worker.layout(objects[0]))
     if len(reserved) != len(keys):
         raise StorePathError(f"L1 reserved {len(reserved)} of {len(keys)} objects")
     for key in keys:
@@ -155,8 +155,9 @@ def _store(manager: Any, objects: list[worker.PlanObject], data: torch.Tensor, g
 
 
 def _load(manager: Any, objects: list[worker.PlanObject], expected: bytes) -> float:
-    """Seconds from ``submit_prefetch_task`` of the batch until ``finish_read_prefetched``;
-    ``StorePathError`` when an object misses or comes back with other bytes."""
+    """Seconds from ``submit_prefetch_task`` of the batch until ``finish_read_prefetched``,
+    each object copied out of L1 on the way (as a reader does); ``StorePathError`` when an
+    object misses or comes back with other bytes."""
     api = importlib.import_module("lmcache.v1.distributed.api")
     keys = [worker.object_key(o) for o in objects]
     manager.delete_l1_keys(keys)
@@ -175,11 +176,11 @@ def _load(manager: Any, objects: list[worker.PlanObject], expected: bytes) -> fl
     if not all(result.hit_cells[0].test(i) for i in range(len(keys))):
         raise StorePathError("a load missed objects the store had just written")
     with manager.read_prefetched_results(keys, l1_owners=owners) as memory_objs:
-        got = [worker.tensor_bytes(m.tensor) for m in memory_objs]
+        got = [m.tensor.clone() for m in memory_objs]
     manager.finish_read_prefetched(keys, l1_owners=owners)
     seconds = time.perf_counter() - t0
     manager.delete_l1_keys(keys)
-    if any(g != expected for g in got):
+    if any(worker.tensor_bytes(g) != expected for g in got):
         raise StorePathError("a load gave back other bytes than were stored")
     return seconds
 

@@ -250,7 +250,7 @@ def write_one(spec: str, plan: Plan) -> dict[str, Any]:
     with storage_manager(spec) as manager:
         for indexes in _layout_groups(plan.objects).values():
             keys = [object_key(plan.objects[i]) for i in indexes]
-            reserved = _reserve_write(manager, keys, layout(plan.objects[indexes[0]]))
+            reserved = reserve_write(manager, keys, layout(plan.objects[indexes[0]]))
             for index, key in zip(indexes, keys, strict=True):
                 results[index] = _fill_reserved(plan.objects[index], reserved.get(key))
             manager.finish_write([k for k in keys if k in reserved])
@@ -334,7 +334,7 @@ def read_one(spec: str, plan: Plan) -> dict[str, Any]:
     return {"objects": results}
 
 
-def _reserve_write(manager: Any, keys: list[Any], layout_desc: Any) -> dict[Any, Any]:
+def reserve_write(manager: Any, keys: list[Any], layout_desc: Any) -> dict[Any, Any]:
     """``reserve_write`` of the release: 0.5.3 to 0.5.5 also take a mode ("new": reserve
     the keys that are not stored yet, as a writer of fresh objects does)."""
     if "mode" in inspect.signature(manager.reserve_write).parameters:
