@@ -295,9 +295,7 @@ def machine_deps(session: nox.Session) -> None:
         "base", "test", "lint", "bench", "fuzz", "kernels", "dist", "store"
     )
     pins = [TORCH_PIN, TRITON_PIN, *REAL_KV_PINS, *STORE_TEST_DEPS]
-    # --no-compile: pip would byte-compile all ~20k modules (torch, transformers, ...) one
-    # after another; Python compiles the few thousand the sessions import, once, on first use.
-    pip = [str(SHARED_ENV / "bin" / "python"), "-m", "pip", "install", "-q", "--no-compile"]
+    pip = [str(SHARED_ENV / "bin" / "python"), "-m", "pip", "install", "-q"]
     session.run(*pip, *pins, *wanted, *UPSTREAM_RUNTIME_DEPS, external=True)
     SHARED_MARKER.write_text(f"{TORCH_PIN}\n{TRITON_PIN}\n")
 
