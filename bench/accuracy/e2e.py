@@ -393,41 +393,52 @@ def _exact_row(
 def _registered_rows(model: str, context: int, run: _Run) -> Iterator[dict[str, Any]]:
     """Every serde the installed LMCache registers, but ``fp8`` (scored through the model):
     each window's LMCache objects (``lmcache_serdes.object_chunks``) through the processor
-    its factory builds, in each cache dtype. Bit-exact in every window and dtype: kl 0,
-    top-1 1, perplexity change 0 with ``exact`` (checked, not estimated) and the bytes it
-    wrote for the first window per token; else one skip row saying what it did."""
+    its factory builds, in each cache dtype, one window at a time (a window's objects are
+    the whole cache once more). Bit-exact in every window and dtype: kl 0, top-1 1,
+    perplexity change 0 with ``exact`` (checked, not estimated) and the bytes it wrote for
+    the first window per token; else one skip row saying what it did."""
     names, _ = lmcache_serdes.registered()
     head_dim = int(run.windows[0].kv[0][0].shape[-1])
+    windows = len(run.windows)
     for serde in (n for n in names if n != l2_serdes.FP8):
         config = l2_serdes.l2_config(serde, head_dim=head_dim) or {"type": serde}
         rows: list[dict[str, Any]] = []
-        reason = None
-        for name, dtype in CACHE_DTYPES.items():
-            objects = [lmcache_serdes.object_chunks(w.kv, dtype) for w in run.windows]
-            try:
-                trips = lmcache_serdes.roundtrip(config, [o for w in objects for o in w])
-            except lmcache_serdes.SerdeFailed as exc:
-                reason = f"{name} cache: {exc}"
-                break
-            flat = [o for w in objects for o in w]
-            if not all(_same_bits(o, t.back) for o, t in zip(flat, trips, strict=True)):
-                reason = (
-                    f"{name} cache: its round trip changes the cache (lossy); lmckv scores a "
-                    "lossy serde through the model only for fp8"
-                )
-                break
-            written = sum(t.written for t in trips[: len(objects[0])])
-            windows = len(run.windows)
-            rows += [
-                _exact_row(model, context, name, serde, "kl", 0.0, windows),
-                _exact_row(model, context, name, serde, "top1", 1.0, windows),
-                _exact_row(model, context, name, serde, "ppl_change", 0.0, windows),
-                _exact_row(model, context, name, serde, "l2_bytes_per_token", written / context, 1),
-            ]
-        if reason is not None:
-            yield {"kind": "skip", "what": f"e2e serde {serde}", "reason": reason, "serde": serde}
-        else:
-            yield from rows
+        try:
+            for name, dtype in CACHE_DTYPES.items():
+                written = _lossless_bytes(config, run, name, dtype)
+                rows += [
+                    _exact_row(model, context, name, serde, "kl", 0.0, windows),
+                    _exact_row(model, context, name, serde, "top1", 1.0, windows),
+                    _exact_row(model, context, name, serde, "ppl_change", 0.0, windows),
+                    _exact_row(
+                        model, context, name, serde, "l2_bytes_per_token", written / context, 1
+                    ),
+                ]
+        except lmcache_serdes.SerdeFailed as exc:
+            yield {"kind": "skip", "what": f"e2e serde {serde}", "reason": str(exc), "serde": serde}
+            continue
+        yield from rows
+
+
+def _lossless_bytes(config: dict[str, Any], run: _Run, name: str, dtype: torch.dtype) -> int:
+    """The bytes the serde wrote for the first window's objects in ``dtype``, after checking
+    every window's round trip bit-exact; ``SerdeFailed`` (its message names the dtype) when
+    it fails or changes a bit."""
+    written = 0
+    for index, window in enumerate(run.windows):
+        objects = lmcache_serdes.object_chunks(window.kv, dtype)
+        try:
+            trips = lmcache_serdes.roundtrip(config, objects)
+        except lmcache_serdes.SerdeFailed as exc:
+            raise lmcache_serdes.SerdeFailed(f"{name} cache: {exc}") from exc
+        if not all(_same_bits(o, t.back) for o, t in zip(objects, trips, strict=True)):
+            raise lmcache_serdes.SerdeFailed(
+                f"{name} cache: its round trip changes the cache (lossy); lmckv scores a "
+                "lossy serde through the model only for fp8"
+            )
+        if index == 0:
+            written = sum(t.written for t in trips)
+    return written
 
 
 def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
