@@ -75,7 +75,7 @@ def test_build_is_strict_and_cached(binary: Path) -> None:
 
 
 def _build_in(build_dir: str) -> int:
-    """In a forked process: build into ``build_dir``; the binary's mtime."""
+    """In a spawned process: build into ``build_dir``; the binary's mtime."""
     from lmckv.conformance.testees.c import build
 
     build.BUILD_DIR = Path(build_dir)
@@ -86,7 +86,9 @@ def test_workers_that_all_find_the_binary_missing_build_it_once(tmp_path: Path) 
     """pytest-xdist workers share the build folder: three processes asking for a build at
     the same moment must compile once (a second compile would replace the binary)."""
     _need_cc()
-    context = multiprocessing.get_context("fork")
+    # spawned: a fork of this (threaded) test process can wait forever on a lock one of its
+    # threads held at the fork
+    context = multiprocessing.get_context("spawn")
     with context.Pool(3) as pool:
         mtimes = pool.map(_build_in, [str(tmp_path / "build")] * 3)
     assert len(set(mtimes)) == 1

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import multiprocessing
 import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
@@ -139,7 +140,9 @@ def _executor(args: argparse.Namespace) -> Iterator[tuple[Executor | None, int]]
     if jobs == 1:
         yield None, 1
         return
-    with ProcessPoolExecutor(jobs) as pool:
+    # Spawned, not forked: the caller may hold threads (a store client's, LMCache's, a test
+    # runner's), and a child forked while one of them holds a lock waits on it forever.
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         yield pool, jobs
 
 
