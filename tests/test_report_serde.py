@@ -132,3 +132,30 @@ def test_speed_comes_from_serde_rows_else_the_codec_encode(only_fp8: None) -> No
         "codec encode 1.50 GB/s on cpu, 300.00 GB/s on cuda"
     )
     assert table.loc[("fp8", "NO_SCALE"), "speed"] == "not measured"
+
+
+def test_speed_is_the_store_path_through_lmcache_where_the_run_measured_it(
+    only_fp8: None,
+) -> None:
+    """fp8 and no serde have no codec rows; their store and load through LMCache's storage
+    manager on the page's adapter are what they cost (other adapters' rows are not it)."""
+    throughput = pd.DataFrame(
+        [
+            ("store", "lmcache", "fs:fp8", 1.0),
+            ("store", "lmcache", "fs:fp8", 3.0),
+            ("load", "lmcache", "fs:fp8", 4.0),
+            ("copy", "direct_get", "fs:fp8", 40.0),
+            ("store", "lmcache", "resp:fp8", 9.0),
+            ("load", "lmcache", "fs:none", 5.0),
+            ("store", "lmcache", "fs:none", 6.0),
+        ],
+        columns=["op", "impl", "case", "gbps"],
+    ).assign(device="cpu", scope=None)
+    table = serde_choice.serde_table(_rows(0.008), throughput).set_index(["serde", "scope"])
+    assert table.loc[("fp8", "NO_SCALE"), "speed"] == (
+        "store 2.00 GB/s, load 4.00 GB/s through LMCache on fs"
+    )
+    assert table.loc[("none", "NONE"), "speed"] == (
+        "no transform; store 6.00 GB/s, load 5.00 GB/s through LMCache on fs"
+    )
+    assert table.loc[("asym_k16_v8", "PER_TENSOR"), "speed"] == "not measured"

@@ -19,9 +19,10 @@ it needs: a second, labelled line, never the recommendation. A lossless serde (`
 checked bit-exact) ties with no serde on accuracy and costs its frame in bytes, so no serde
 wins it; it is there for what it buys (confidentiality), which the table says.
 
-Speed: the serde's bench rows where the files hold them (``bench.throughput.serde_calls``,
-PER_TENSOR and PER_LAYER_HEAD), else the codec's encode throughput for the K16/V8 scopes,
-else not measured.
+Speed: the store and load rows through LMCache's storage manager on the page's adapter
+(``bench.throughput.store_path``) where the files hold them, else the serde's bench rows
+(``bench.throughput.serde_calls``, PER_TENSOR and PER_LAYER_HEAD), else the codec's encode
+throughput for the K16/V8 scopes, else not measured.
 Models are judged each on its own rows, never pooled.
 """
 
@@ -33,8 +34,15 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ..accuracy.l2_serdes import FP8, K16V8, K16V8_V_ONLY, NONE, l2_config
-from ..accuracy.lmcache_serdes import SerdeFailed, adapter_spec, build_adapter, installed_release
+from ..accuracy.lmcache_serdes import (
+    ADAPTER_TYPE,
+    SerdeFailed,
+    adapter_spec,
+    build_adapter,
+    installed_release,
+)
 from ..throughput.serde_calls import SERDE_SCOPES
+from ..throughput.store_path import LIMITS as STORE_PATH_LIMITS
 
 PPL_BUDGET = 0.01
 BYTES_TIE = 0.01
@@ -86,11 +94,28 @@ def _worst(rows: pd.DataFrame, metric: str, higher_is_worse: bool = True) -> tup
     return float(order["value"]), float(order["ci_low"]), float(order["ci_high"])
 
 
+def _store_path_speed(throughput: pd.DataFrame, serde: str) -> str:
+    """Median GB/s of the store and load rows of ``serde`` through LMCache's storage manager
+    on ``ADAPTER_TYPE`` (``bench.throughput.store_path``: impl ``lmcache``, case
+    ``<adapter>:<serde>``); "" where the files hold none."""
+    if throughput.empty or "case" not in throughput:
+        return ""
+    rows = throughput[
+        (throughput["impl"] == "lmcache") & (throughput["case"] == f"{ADAPTER_TYPE}:{serde}")
+    ]
+    speeds = rows.groupby("op")["gbps"].median()
+    shown = [f"{op} {speeds[op]:.2f} GB/s" for op in STORE_PATH_LIMITS if op in speeds]
+    return f"{', '.join(shown)} through LMCache on {ADAPTER_TYPE}" if shown else ""
+
+
 def _speed(throughput: pd.DataFrame, serde: str, scope: str) -> str:
-    """Median GB/s of the serde's own bench rows in this scope
-    (``bench.throughput.serde_calls``: the serialize and deserialize operations of each
-    implementation), else the codec's encode
-    for the K16/V8 scopes, else not measured (the plain fp8 cast has no bench rows)."""
+    """The serde's store and load through LMCache (``_store_path_speed``), else median GB/s
+    of the serde's own bench rows in this scope (``bench.throughput.serde_calls``: the
+    serialize and deserialize operations of each implementation), else the codec's encode
+    for the K16/V8 scopes, else not measured."""
+    store_path = _store_path_speed(throughput, serde)
+    if store_path:
+        return store_path
     ops = SERDE_SPEED_OPS.get(serde)
     if throughput.empty or ops is None:
         return "not measured"
@@ -132,7 +157,7 @@ def serde_table(
             "ppl_change_low": 0.0,
             "ppl_change_high": 0.0,
             "l2_bytes_per_token": base,
-            "speed": "no transform",
+            "speed": "; ".join(filter(None, ["no transform", _store_path_speed(throughput, NONE)])),
             "exact": True,
             "skipped": "",
         }
