@@ -66,6 +66,35 @@ def test_the_bytes_each_serde_wrote_follow_its_format(measured: list[dict[str, A
     assert written["aesgcm"] == PLAINTEXT_PER_OBJECT + 1 + 12 + 16  # version, IV, tag
 
 
+def test_one_warm_up_batch_with_its_limits_is_discarded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first store, load and direct put/get (a cold store's first writes) are never
+    timed: ``batches`` timed batches need ``batches + 1`` of each."""
+    calls = {"store": 0, "load": 0, "direct": 0}
+    usage = iter(range(0, 10**9, 1000))
+
+    def store(*_: Any) -> float:
+        calls["store"] += 1
+        return float(calls["store"])
+
+    def load(*_: Any) -> float:
+        calls["load"] += 1
+        return float(calls["load"])
+
+    def direct(*_: Any) -> tuple[float, float]:
+        calls["direct"] += 1
+        return float(calls["direct"]), float(calls["direct"])
+
+    monkeypatch.setattr(store_path, "_store", store)
+    monkeypatch.setattr(store_path, "_load", load)
+    monkeypatch.setattr(store_path, "_direct", direct)
+    monkeypatch.setattr(store_path.worker, "fill", lambda _o: torch.zeros(1))
+    monkeypatch.setattr(store_path.worker, "expected_read_bytes", lambda *_: b"")
+    monkeypatch.setattr(store_path.worker, "l2_usage", lambda _m: next(usage))
+    timed, _ = store_path._batches(None, None, None, objects=2, batches=3)  # type: ignore[arg-type]
+    assert calls == {"store": 4, "load": 4, "direct": 4}
+    assert timed["store"].lmcache == [2.0, 3.0, 4.0] and timed["load"].limit == [2.0, 3.0, 4.0]
+
+
 def _row(op: str, impl: str, case: str, median: float, **extra: Any) -> dict[str, Any]:
     return {
         "op": op, "impl": impl, "case": case, "bytes": 1e9, "median_s": median,
