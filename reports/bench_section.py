@@ -8,13 +8,13 @@ import pandas as pd
 
 from ..bench.accuracy.families import REALISTIC, STRESS, family_role
 from ..bench.common.scopes import scope_rank
+from ..bench.recommendation.store_cost import store_cost
 from ..bench.throughput.serde_calls import CODEC_OF
 from . import figures
 from .comparison import VERDICT_CLASS, compare, counts_text
 from .html import Section, collapsible, details, figure, note, paragraph, table
 from .inputs import ReportInputs
 from .output import Output
-from .store_cost import store_cost
 
 NO_BENCH = "no bench results file among the inputs: benchmarks are not reported"
 DEVICE_TITLE = {"cpu": "CPU", "cuda": "CUDA"}
@@ -142,7 +142,8 @@ def _serde_details(throughput: pd.DataFrame, out: Output) -> str:
 
 def _store_path_details(throughput: pd.DataFrame, skips: pd.DataFrame, out: Output) -> str:
     """Store and load through LMCache's storage manager per adapter and serde, beside plain
-    file I/O of the same bytes (``reports.store_cost``), and what the run could not time."""
+    file I/O of the same bytes (``bench.recommendation.store_cost``), and what the run could
+    not time."""
     cost = store_cost(throughput)
     missed = (
         skips[skips["what"].astype(str).str.startswith("store path")] if not skips.empty else skips

@@ -477,8 +477,8 @@ def answer_chart(table: pd.DataFrame, budget: float, cost: pd.DataFrame, path: P
     bit-exact sits at "0, bit-exact") and against the perplexity change with the budget
     shaded (middle); 95% intervals, worse cache dtype; filled: the installed release builds
     it, hollow: it needs a newer one; the recommended point ringed. Right, where ``cost``
-    (``reports.store_cost``) has rows: each serde's store and load GB/s through LMCache per
-    adapter (interquartile bars), the same run's file I/O of its bytes as a tick."""
+    (``bench.recommendation.store_cost``) has rows: each serde's store and load GB/s through
+    LMCache per adapter (interquartile bars), the same run's file I/O of its bytes as a tick."""
     rows = table[table["l2_bytes_per_token"].notna()].reset_index(drop=True)
     width, height = ANSWER_SIZE
     fig = plt.figure(figsize=(width / DPI, height / DPI), layout="constrained")

@@ -18,13 +18,13 @@ from ..bench.recommendation.scope_choice import (
 )
 from ..bench.recommendation.serde_choice import PPL_BUDGET, SerdeChoice
 from ..bench.recommendation.serde_choice import RULE_TEXT as SERDE_RULE
+from ..bench.recommendation.store_cost import cost_text, store_cost
 from . import figures
 from .comparison import counts_text
 from .e2e_section import primary, serde_choice_for, serde_groups
 from .html import Section, details, note, paragraph, table
 from .inputs import ReportInputs
 from .output import Output
-from .store_cost import cost_text, store_cost
 from .summary import (
     failures,
     headline_ratios,

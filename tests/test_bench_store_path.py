@@ -14,8 +14,8 @@ from conftest import import_upstream
 
 from lmckv.bench.accuracy import lmcache_serdes
 from lmckv.bench.common.rows import validate_record
+from lmckv.bench.recommendation.store_cost import cost_text, store_cost
 from lmckv.bench.throughput import store_path
-from lmckv.reports.store_cost import cost_text, store_cost
 
 PLAINTEXT_PER_OBJECT = math.prod(store_path.OBJECT_SHAPE) * 2  # bfloat16
 

@@ -139,18 +139,20 @@ def test_speed_is_the_store_path_through_lmcache_where_the_run_measured_it(
 ) -> None:
     """fp8 and no serde have no codec rows; their store and load through LMCache's storage
     manager on the page's adapter are what they cost (other adapters' rows are not it)."""
+    rows = [
+        ("store", "lmcache", "fs:fp8", 1.0, "m1"),
+        ("store", "lmcache", "fs:fp8", 3.0, "m2"),
+        ("load", "lmcache", "fs:fp8", 4.0, "m1"),
+        ("copy", "direct_get", "fs:fp8", 40.0, "m1"),
+        ("store", "lmcache", "resp:fp8", 9.0, "m1"),
+        ("load", "lmcache", "fs:none", 5.0, "m1"),
+        ("store", "lmcache", "fs:none", 6.0, "m1"),
+    ]
     throughput = pd.DataFrame(
-        [
-            ("store", "lmcache", "fs:fp8", 1.0),
-            ("store", "lmcache", "fs:fp8", 3.0),
-            ("load", "lmcache", "fs:fp8", 4.0),
-            ("copy", "direct_get", "fs:fp8", 40.0),
-            ("store", "lmcache", "resp:fp8", 9.0),
-            ("load", "lmcache", "fs:none", 5.0),
-            ("store", "lmcache", "fs:none", 6.0),
-        ],
-        columns=["op", "impl", "case", "gbps"],
-    ).assign(device="cpu", scope=None)
+        [(op, impl, case, gbps, machine, 1e9, 1 / gbps) for op, impl, case, gbps, machine in rows],
+        columns=["op", "impl", "case", "gbps", "machine", "bytes", "median_s"],
+    ).assign(device="cpu", scope=None, q25_s=lambda f: f.median_s, q75_s=lambda f: f.median_s)
+    throughput = throughput.assign(rounds=3)
     table = serde_choice.serde_table(_rows(0.008), throughput).set_index(["serde", "scope"])
     assert table.loc[("fp8", "NO_SCALE"), "speed"] == (
         "store 2.00 GB/s, load 4.00 GB/s through LMCache on fs"

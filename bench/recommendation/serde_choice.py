@@ -43,6 +43,7 @@ from ..accuracy.lmcache_serdes import (
 )
 from ..throughput.serde_calls import SERDE_SCOPES
 from ..throughput.store_path import LIMITS as STORE_PATH_LIMITS
+from .store_cost import store_cost
 
 PPL_BUDGET = 0.01
 BYTES_TIE = 0.01
@@ -94,26 +95,21 @@ def _worst(rows: pd.DataFrame, metric: str, higher_is_worse: bool = True) -> tup
     return float(order["value"]), float(order["ci_low"]), float(order["ci_high"])
 
 
-def _store_path_speed(throughput: pd.DataFrame, serde: str) -> str:
-    """Median GB/s of the store and load rows of ``serde`` through LMCache's storage manager
-    on ``ADAPTER_TYPE`` (``bench.throughput.store_path``: impl ``lmcache``, case
-    ``<adapter>:<serde>``); "" where the files hold none."""
-    if throughput.empty or "case" not in throughput:
-        return ""
-    rows = throughput[
-        (throughput["impl"] == "lmcache") & (throughput["case"] == f"{ADAPTER_TYPE}:{serde}")
-    ]
+def _store_path_speed(cost: pd.DataFrame, serde: str) -> str:
+    """Median GB/s of the store and load of ``serde`` through LMCache's storage manager on
+    ``ADAPTER_TYPE`` (``cost``: ``store_cost`` of the run's rows); "" where it has none."""
+    rows = cost[(cost["adapter"] == ADAPTER_TYPE) & (cost["serde"] == serde)]
     speeds = rows.groupby("op")["gbps"].median()
     shown = [f"{op} {speeds[op]:.2f} GB/s" for op in STORE_PATH_LIMITS if op in speeds]
     return f"{', '.join(shown)} through LMCache on {ADAPTER_TYPE}" if shown else ""
 
 
-def _speed(throughput: pd.DataFrame, serde: str, scope: str) -> str:
+def _speed(throughput: pd.DataFrame, cost: pd.DataFrame, serde: str, scope: str) -> str:
     """The serde's store and load through LMCache (``_store_path_speed``), else median GB/s
     of the serde's own bench rows in this scope (``bench.throughput.serde_calls``: the
     serialize and deserialize operations of each implementation), else the codec's encode
     for the K16/V8 scopes, else not measured."""
-    store_path = _store_path_speed(throughput, serde)
+    store_path = _store_path_speed(cost, serde)
     if store_path:
         return store_path
     ops = SERDE_SPEED_OPS.get(serde)
@@ -145,6 +141,7 @@ def serde_table(
     rows = e2e[e2e["serde"].notna() & (e2e["serde"] != NONE) & e2e["layer"].isna()]
     none = e2e[(e2e["serde"] == NONE) & (e2e["metric"] == "l2_bytes_per_token")]
     base = float(none["value"].max()) if not none.empty else float("nan")
+    cost = store_cost(throughput)
     out = [
         {
             "serde": NONE,
@@ -157,7 +154,7 @@ def serde_table(
             "ppl_change_low": 0.0,
             "ppl_change_high": 0.0,
             "l2_bytes_per_token": base,
-            "speed": "; ".join(filter(None, ["no transform", _store_path_speed(throughput, NONE)])),
+            "speed": "; ".join(filter(None, ["no transform", _store_path_speed(cost, NONE)])),
             "exact": True,
             "skipped": "",
         }
@@ -179,7 +176,7 @@ def serde_table(
                 "ppl_change_low": ppl_low,
                 "ppl_change_high": ppl_high,
                 "l2_bytes_per_token": float(size.max()) if not size.empty else float("nan"),
-                "speed": _speed(throughput, str(serde), str(scope)),
+                "speed": _speed(throughput, cost, str(serde), str(scope)),
                 "exact": "exact" in group and bool(group["exact"].eq(True).all()),
                 "skipped": "",
             }

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..bench.throughput.store_path import LIMITS
+from ..throughput.store_path import LIMITS
 
 COLUMNS = [
     "adapter",
