@@ -66,6 +66,17 @@ def test_the_bytes_each_serde_wrote_follow_its_format(measured: list[dict[str, A
     assert written["aesgcm"] == PLAINTEXT_PER_OBJECT + 1 + 12 + 16  # version, IV, tag
 
 
+def test_a_measurement_process_that_dies_or_overruns_is_a_skip_row() -> None:
+    """The phase's own process: one that exits with an error, and one killed (with its
+    process group) past the phase's bound, each leave one skip row saying so."""
+    died = list(store_path.phase(progress=False, options=("--adapter", "nonesuch")))
+    assert [(r["kind"], r["what"]) for r in died] == [("skip", "store path (rest)")]
+    assert died[0]["reason"].startswith("store_path exited 2: ")
+    assert "invalid choice: 'nonesuch'" in died[0]["reason"]
+    overran = list(store_path.phase(progress=False, timeout_s=1))
+    assert overran == [{"kind": "skip", "what": "store path (all)", "reason": "over 1 s"}]
+
+
 def test_one_warm_up_batch_with_its_limits_is_discarded(monkeypatch: pytest.MonkeyPatch) -> None:
     """The first store, load and direct put/get (a cold store's first writes) are never
     timed: ``batches`` timed batches need ``batches + 1`` of each."""
