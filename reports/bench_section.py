@@ -141,9 +141,9 @@ def _serde_details(throughput: pd.DataFrame, out: Output) -> str:
 
 
 def _store_path_details(throughput: pd.DataFrame, skips: pd.DataFrame, out: Output) -> str:
-    """Store and load through LMCache's storage manager per adapter and serde, beside plain
-    file I/O of the same bytes (``bench.recommendation.store_cost``), and what the run could
-    not time."""
+    """Store and load through LMCache's storage manager per adapter and serde, beside the
+    same bytes put and got with the store's own client (``bench.recommendation.store_cost``),
+    and what the run could not time."""
     cost = store_cost(throughput)
     missed = (
         skips[skips["what"].astype(str).str.startswith("store path")] if not skips.empty else skips

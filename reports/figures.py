@@ -478,7 +478,8 @@ def answer_chart(table: pd.DataFrame, budget: float, cost: pd.DataFrame, path: P
     shaded (middle); 95% intervals, worse cache dtype; filled: the installed release builds
     it, hollow: it needs a newer one; the recommended point ringed. Right, where ``cost``
     (``bench.recommendation.store_cost``) has rows: each serde's store and load GB/s through
-    LMCache per adapter (interquartile bars), the same run's file I/O of its bytes as a tick."""
+    LMCache per adapter (interquartile bars), the same run's direct put or get of its bytes
+    with the store's own client as a tick."""
     rows = table[table["l2_bytes_per_token"].notna()].reset_index(drop=True)
     width, height = ANSWER_SIZE
     fig = plt.figure(figsize=(width / DPI, height / DPI), layout="constrained")
@@ -585,7 +586,8 @@ def answer_chart(table: pd.DataFrame, budget: float, cost: pd.DataFrame, path: P
 
 def _store_cost_panel(ax: Axes, cost: pd.DataFrame) -> None:
     """Horizontal bars: store and load GB/s per (serde, adapter), interquartile whiskers,
-    the limit (file I/O of the same bytes, same run) as a black tick."""
+    the limit (the same bytes put or got with the store's own client, same run) as a black
+    tick."""
     labels = list(dict.fromkeys(f"{r.serde} {r.adapter}" for r in cost.itertuples()))
     y = {label: i for i, label in enumerate(labels)}
     for offset, (op, color) in ((-0.2, ("store", "C0")), (0.2, ("load", "C2"))):
