@@ -4,8 +4,10 @@ Every import statement of the shipped packages counts, lazy ones inside function
 unit is a package or sub-package (``lmckv.conformance.drivers``,
 ``lmckv.reference_impl.kv_codec``, ``lmckv.bench``); an import from one unit into another is
 an edge. The graph of units must have no cycle: a cycle means two parts each need the other,
-which is how shared concepts end up living inside one consumer. Nor may the modules, inside
-a unit too. The command line (the
+which is how shared concepts end up living inside one consumer. Nor may the sub-packages
+(every unit merged into its first two levels under ``lmckv``, ``lmckv.X.Y``: a nested package
+such as ``lmckv.conformance.testees.c`` counts as its parent's), nor the modules, inside a
+unit too. The command line (the
 ``lmckv`` unit itself) is the top layer: nothing below imports it. The golden-vector
 generator is a leaf: outside it only its command-line entry point
 (``lmckv.conformance.golden.golden_command``) may be imported. Tests may import anything they test.
@@ -137,6 +139,61 @@ def test_the_walk_sees_the_layers() -> None:
 def test_no_cycle_between_packages_or_subpackages() -> None:
     cycle = find_cycle(unit_graph())
     assert cycle is None, "import cycle between units: " + " -> ".join(cycle or [])
+
+
+#: How many dotted levels under ``lmckv`` name a sub-package of the collapsed graph.
+SUBPACKAGE_LEVELS = 2
+
+
+def subpackage_of(unit: str) -> str:
+    """The sub-package of a top-level package that holds ``unit``: its first two levels under
+    ``lmckv`` (``lmckv.conformance.testees.c`` -> ``lmckv.conformance.testees``;
+    ``lmckv.bench.gate`` and ``lmckv.base`` stay)."""
+    return ".".join(unit.split(".")[: 1 + SUBPACKAGE_LEVELS])
+
+
+def collapse(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """``graph`` with every unit merged into its sub-package (``subpackage_of``)."""
+    out: dict[str, set[str]] = defaultdict(set)
+    for src, targets in graph.items():
+        for dst in targets:
+            a, b = subpackage_of(src), subpackage_of(dst)
+            if a != b:
+                out[a].add(b)
+    return out
+
+
+def subpackage_graph() -> dict[str, set[str]]:
+    return collapse(unit_graph())
+
+
+def test_the_collapse_merges_nested_units_into_their_subpackage() -> None:
+    """The collapsed walk sees the edges a nested unit makes, under its sub-package's name (a
+    nested unit kept apart hides a circle through its parent: the runner building
+    testees/c while testees/python_testee.py used the runner was one)."""
+    assert subpackage_of("lmckv.conformance.testees.c") == "lmckv.conformance.testees"
+    assert subpackage_of("lmckv.bench.gate") == "lmckv.bench.gate"
+    assert subpackage_of("lmckv.base") == "lmckv.base" and subpackage_of(TOP) == TOP
+    graph = subpackage_graph()
+    assert "lmckv.conformance.testees.c" not in graph
+    # testees/c/build.py's edge to the base, seen as the testees' own
+    assert "lmckv.conformance.testees.c" in unit_graph()
+    assert BASE in unit_graph()["lmckv.conformance.testees.c"]
+    assert "lmckv.conformance.testees" in graph["lmckv.conformance.fuzz"]
+    assert "lmckv.conformance.testees" in graph["lmckv.conformance.runner"]  # builds testees/c
+    assert "lmckv.conformance.drivers" in graph["lmckv.conformance.testees"]
+    assert "lmckv.bench.common" in graph["lmckv.bench.throughput"]
+    # a circle only a collapse can see
+    nested = {"p.a.x.inner": {"p.a.y"}, "p.a.y": {"p.a.x"}}
+    assert find_cycle(nested) is None
+    assert find_cycle(collapse(nested)) == ["p.a.x", "p.a.y", "p.a.x"]
+
+
+def test_no_cycle_between_subpackages() -> None:
+    """Every unit merged into its sub-package (``lmckv.X.Y``): the sub-packages import one
+    another downward only too, a nested package's imports counting as its parent's."""
+    cycle = find_cycle(subpackage_graph())
+    assert cycle is None, "import cycle between sub-packages: " + " -> ".join(cycle or [])
 
 
 def module_graph() -> dict[str, set[str]]:

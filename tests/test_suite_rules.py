@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from lmckv.conformance.core.rules import MUST, RULES, SHOULD
-from lmckv.conformance.runner.impl_specs import load_in_process
+from lmckv.conformance.drivers.in_process import load_in_process
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = REPO / "reference_impl" / "SPEC.md"

@@ -19,8 +19,8 @@ import pytest
 from upstream_required import upstream_missing
 
 from lmckv.conformance.core.error_names import CODEC_ERRORS, FAMILIES, RAW_PREFIX, is_raw, matches
+from lmckv.conformance.drivers.in_process import load_in_process
 from lmckv.conformance.drivers.python_driver import PythonDriver
-from lmckv.conformance.runner.impl_specs import load_in_process
 
 RAW = [
     "raw:builtins.ValueError",
@@ -83,7 +83,7 @@ def test_the_reference_driver_reports_builtin_errors_as_raw(op: str, exc: BaseEx
 
 UPSTREAM_CLASSIFY = """
 import struct, sys
-from lmckv.conformance.runner.impl_specs import load_in_process
+from lmckv.conformance.drivers.in_process import load_in_process
 driver = load_in_process("upstream")
 errors = [ValueError("x"), KeyError("x"), struct.error("x"), AssertionError("x"),
           UnicodeDecodeError("utf-8", b"\\xff", 0, 1, "x")]

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..core.wire import PROTOCOL_VERSION, WireError, dumps_line, loads_line
 from ..drivers.base import DriverError
-from ..runner.impl_specs import load_in_process
+from ..drivers.in_process import load_in_process
 
 
 def serve(spec: str, only: list[str] | None) -> int:
