@@ -7,6 +7,8 @@ KL; and the V statistics of the real cache beside those of the matched synthetic
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import pandas as pd
 
 from ..bench.accuracy.e2e import CONTEXT as PRIMARY_CONTEXT
@@ -17,7 +19,7 @@ from ..bench.recommendation.serde_choice import SerdeChoice, choose_serde, serde
 from . import figures
 from .bench_section import NO_BENCH, skip_reasons
 from .html import Section, details, figure, note, paragraph, table
-from .inputs import ReportInputs, serde_skips
+from .inputs import BenchRun, ReportInputs, serde_skips
 from .output import Output
 
 STATS = ("v_amax", "head_spread", "page_spread", "channel_spread")
@@ -165,17 +167,33 @@ def context_table(e2e: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index()
 
 
-def serde_groups(inputs: ReportInputs) -> list[tuple[str, int, pd.DataFrame, dict[str, str]]]:
-    """(model, primary context, e2e rows, skipped serdes) for the bundled model of the bench
-    runs, then each ``lmckv bench e2e`` file's model: judged apart, never pooled."""
+class SerdeGroup(NamedTuple):
+    """One model's rows for the serde rule."""
+
+    label: str
+    #: its primary context (tokens)
+    context: int
+    e2e: pd.DataFrame
+    #: skipped serdes: name -> reason
+    skips: dict[str, str]
+    #: the bench files its e2e rows come from
+    runs: list[BenchRun]
+
+
+def serde_groups(inputs: ReportInputs) -> list[SerdeGroup]:
+    """The bundled model of the bench runs, then each ``lmckv bench e2e`` file's model:
+    judged apart, never pooled."""
     groups = []
     if inputs.bench:
         e2e = inputs.bench_table("e2e")
         scored = e2e[e2e["serde"].notna()]
         if not scored.empty:
             skips = serde_skips(inputs.bench_table("skip"))
-            groups.append((f"{scored['model'].iloc[0]} (bundled)", PRIMARY_CONTEXT, e2e, skips))
-    return groups + inputs.model_rows()
+            runs = [run for run in inputs.bench if run.table("e2e")["serde"].notna().any()]
+            label = f"{scored['model'].iloc[0]} (bundled)"
+            groups.append(SerdeGroup(label, PRIMARY_CONTEXT, e2e, skips, runs))
+    models = zip(inputs.model_rows(), inputs.models, strict=True)
+    return groups + [SerdeGroup(*row, [run]) for row, run in models]
 
 
 def serde_choice_for(
@@ -190,7 +208,7 @@ def serde_section_body(inputs: ReportInputs, out: Output) -> str:
     """Per model: every serde and scope against the serde rule, and error vs context."""
     throughput = inputs.bench_table("throughput") if inputs.bench else pd.DataFrame()
     body = []
-    for index, (label, context, e2e, skips) in enumerate(serde_groups(inputs)):
+    for index, (label, context, e2e, skips, _) in enumerate(serde_groups(inputs)):
         choice = serde_choice_for(context, label, e2e, skips, throughput)
         bounds = [c for c in choice.table.columns if str(c).endswith(("_low", "_high"))]
         shown = choice.table.drop(columns=bounds)

@@ -97,6 +97,16 @@ class BenchRun:
         """The machine this run measured (``machine_label`` of its header)."""
         return machine_label(self.header)
 
+    @property
+    def lmcache_release(self) -> str | None:
+        """The LMCache release this run recorded (header ``env.lmcache``) as
+        ``installed_release()`` writes one: ``lmcache 0.5.6``, or ``no lmcache`` where the run
+        had none; None where the header records nothing."""
+        env = self.header.get("env") or {}
+        if "lmcache" not in env:
+            return None
+        return f"lmcache {env['lmcache']}" if env["lmcache"] else "no lmcache"
+
     def table(self, kind: str) -> pd.DataFrame:
         """Rows of one record kind, tagged with ``run_id`` and ``machine`` (empty frame, right
         columns, if none)."""

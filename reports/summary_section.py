@@ -21,9 +21,9 @@ from ..bench.recommendation.serde_choice import RULE_TEXT as SERDE_RULE
 from ..bench.recommendation.store_cost import cost_text, store_cost
 from . import figures
 from .comparison import counts_text
-from .e2e_section import primary, serde_choice_for, serde_groups
+from .e2e_section import SerdeGroup, primary, serde_choice_for, serde_groups
 from .html import Section, details, note, paragraph, table
-from .inputs import ReportInputs
+from .inputs import BenchRun, ReportInputs
 from .output import Output
 from .summary import (
     failures,
@@ -192,9 +192,47 @@ def _scope_details(choice: ScopeChoice, out: Output) -> str:
     return "".join(body)
 
 
-def _answer_lines(choice: SerdeChoice, cost: pd.DataFrame) -> list[tuple[str, str]]:
-    """(id, text) of the three lines under the answer figure: what to configure, what it
-    costs (bytes, and the store path where the run measured it), how sure."""
+def recorded_release(runs: list[BenchRun]) -> str:
+    """The LMCache release ``runs`` recorded in their headers (``lmcache 0.5.6``), each file's
+    where they disagree, ``not recorded`` where none records one: never the release installed
+    where the report is built."""
+    files: dict[str, list[str]] = {}
+    for run in runs:
+        if run.lmcache_release is not None:
+            files.setdefault(run.lmcache_release, []).append(run.path.name)
+    if not files:
+        return "lmcache release not recorded"
+    if len(files) == 1:
+        return next(iter(files))
+    found = ", ".join(f"{release} ({'; '.join(names)})" for release, names in files.items())
+    return f"{found}: the inputs disagree"
+
+
+def _answer_runs(group: SerdeGroup, serde: str, inputs: ReportInputs) -> list[BenchRun]:
+    """The bench files behind the answer: the model's e2e rows, then the store-path rows of
+    the serde on the page's adapter that its cost line quotes."""
+    case = f"{ADAPTER_TYPE}:{serde}"
+    store = []
+    for run in inputs.bench:
+        rows = run.table("throughput")
+        quoted = ((rows["impl"] == "lmcache") & (rows["case"] == case)).any()
+        if quoted and all(run is not seen for seen in group.runs):
+            store.append(run)
+    return [*group.runs, *store]
+
+
+def _configure_text(release: str) -> str:
+    """The first answer line's head: the release the run measured with (from its inputs), and
+    the one that checked the config here where that differs."""
+    here = installed_release()
+    checked = "" if here == release else f"; checked here with {here}"
+    return f"Configure --l2-adapter (run with {release}{checked}): "
+
+
+def _answer_lines(choice: SerdeChoice, cost: pd.DataFrame, release: str) -> list[tuple[str, str]]:
+    """(id, text) of the three lines under the answer figure: what to configure (and the
+    LMCache release the run recorded), what it costs (bytes, and the store path where the
+    run measured it), how sure."""
     row = choice.chosen
     assert row is not None
     share = row["bytes_vs_none"]
@@ -214,14 +252,17 @@ def _answer_lines(choice: SerdeChoice, cost: pd.DataFrame) -> list[tuple[str, st
             f"+{PPL_BUDGET:.0%}."
         )
     return [
-        ("answer-configure", "Configure --l2-adapter (" + installed_release() + " builds it): "),
+        ("answer-configure", _configure_text(release)),
         ("answer-cost", cost_line),
         ("answer-sure", f"How sure: {sure}"),
     ]
 
 
-def _answer_block(choice: SerdeChoice, label: str, cost: pd.DataFrame, out: Output) -> str:
-    """The first screen: the answer figure and its three lines."""
+def _answer_block(
+    choice: SerdeChoice, label: str, cost: pd.DataFrame, release: str, out: Output
+) -> str:
+    """The first screen: the answer figure and its three lines (``release``: the LMCache
+    release the inputs recorded)."""
     figures.answer_chart(choice.table, PPL_BUDGET, cost, out.path("answer.png"))
     width, height = figures.ANSWER_SIZE
     skipped = choice.table[choice.table["skipped"] != ""]["serde"].tolist()
@@ -231,7 +272,7 @@ def _answer_block(choice: SerdeChoice, label: str, cost: pd.DataFrame, out: Outp
     if skipped:
         caption += f" Not plotted: {', '.join(map(str, skipped))} (reasons below)."
     lines = []
-    for key, text in _answer_lines(choice, cost):
+    for key, text in _answer_lines(choice, cost, release):
         code = f"<code>{escape(choice.config)}</code>" if key == "answer-configure" else ""
         lines.append(f'<li id="{key}">{escape(text)}{code}</li>')
     return (
@@ -250,13 +291,15 @@ def _serde_screen(inputs: ReportInputs, out: Output, document: dict[str, Any]) -
     parts: list[str] = []
     below: list[str] = []
     chosen: list[dict[str, Any]] = []
-    for label, context, e2e, skips in serde_groups(inputs):
-        choice = serde_choice_for(context, label, e2e, skips, throughput)
+    for group in serde_groups(inputs):
+        label = group.label
+        choice = serde_choice_for(group.context, label, group.e2e, group.skips, throughput)
         if choice.chosen is None:
             below.append(note(f"{label}: no serde recommended ({'; '.join(choice.notes)})"))
             continue
+        release = recorded_release(_answer_runs(group, str(choice.chosen["serde"]), inputs))
         if not parts:
-            parts.append(_answer_block(choice, label, cost, out))
+            parts.append(_answer_block(choice, label, cost, release, out))
         else:
             below.append(paragraph(f"L2 adapter for {label}: {choice.config}", "verdict"))
         below.append(paragraph(choice.statement))
@@ -271,6 +314,7 @@ def _serde_screen(inputs: ReportInputs, out: Output, document: dict[str, Any]) -
                 "adapter_spec": json.loads(choice.config),
                 "statement": choice.statement,
                 "newer": choice.newer,
+                "lmcache_release": release,
             }
         )
     if not parts:

@@ -433,3 +433,76 @@ def test_every_summary_sentence_is_short(tmp_path: Path) -> None:
     assert len(sentences) > 20
     long = [s for s in sentences if len(s.split()) >= MAX_SENTENCE_WORDS]
     assert not long, long
+
+
+def _with_lmcache(source: Path, target: Path, version: str | None) -> Path:
+    """``source`` with its header's recorded LMCache release replaced by ``version``."""
+    lines = source.read_text(encoding="utf-8").splitlines()
+    header = json.loads(lines[0])
+    header["env"]["lmcache"] = version
+    target.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n", encoding="utf-8")
+    return target
+
+
+def _answer(tmp_path: Path, paths: list[Path]) -> tuple[str, dict[str, object]]:
+    """The first screen's configure line (tags stripped) and summary.json's first serde."""
+    from lmckv.reports.inputs import load_inputs
+    from lmckv.reports.output import Output
+    from lmckv.reports.summary_section import summary_section
+
+    out = tmp_path / "out"
+    body = summary_section(load_inputs(paths), Output(out), {}).body
+    line = re.search(r'<li id="answer-configure">(.*?)<code>', body, re.S)
+    assert line, "no configure line on the first screen"
+    document = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    return line.group(1), document["serde_choice"][0]
+
+
+def test_the_first_screen_names_the_release_the_run_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The inputs record lmcache 0.5.6; the report is built where another (or none) is
+    installed: the page names 0.5.6 as the run's, the installed one only as the check's."""
+    from lmckv.reports import summary_section
+
+    paths = [FIXTURES / n for n in ("conformance.json", "bench-cpu.jsonl", "bench-e2e.jsonl")]
+    for installed in ("lmcache 9.9.9", "no lmcache"):
+        monkeypatch.setattr(summary_section, "installed_release", lambda i=installed: i)
+        line, serde = _answer(tmp_path, paths)
+        assert line.startswith("Configure --l2-adapter (run with lmcache 0.5.6; checked here")
+        assert f"checked here with {installed}" in line
+        assert serde["lmcache_release"] == "lmcache 0.5.6"
+    monkeypatch.setattr(summary_section, "installed_release", lambda: "lmcache 0.5.6")
+    line, _ = _answer(tmp_path, paths)
+    assert line == "Configure --l2-adapter (run with lmcache 0.5.6): "
+
+
+def test_inputs_that_disagree_on_the_release_are_named_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The e2e run and the store-path run recorded different releases: both, with their
+    files, never one picked silently; a run without LMCache recorded says so."""
+    from lmckv.reports import summary_section
+
+    monkeypatch.setattr(summary_section, "installed_release", lambda: "lmcache 9.9.9")
+    e2e = _with_lmcache(FIXTURES / "bench-e2e.jsonl", tmp_path / "bench-e2e.jsonl", "0.5.7")
+    line, serde = _answer(tmp_path, [e2e, FIXTURES / "bench-cpu.jsonl"])
+    expected = (
+        "lmcache 0.5.7 (bench-e2e.jsonl), lmcache 0.5.6 (bench-cpu.jsonl): the inputs disagree"
+    )
+    assert f"(run with {expected}; checked here with lmcache 9.9.9)" in line
+    assert serde["lmcache_release"] == expected
+    e2e = _with_lmcache(FIXTURES / "bench-e2e.jsonl", tmp_path / "bench-e2e.jsonl", None)
+    cpu = _with_lmcache(FIXTURES / "bench-cpu.jsonl", tmp_path / "bench-cpu.jsonl", None)
+    _, serde = _answer(tmp_path, [e2e, cpu])
+    assert serde["lmcache_release"] == "no lmcache"
+
+
+def test_a_release_no_input_records_is_not_recorded() -> None:
+    from types import SimpleNamespace
+    from typing import Any
+
+    from lmckv.reports.summary_section import recorded_release
+
+    unrecorded: Any = SimpleNamespace(lmcache_release=None, path=Path("bench.jsonl"))
+    assert recorded_release([]) == recorded_release([unrecorded]) == "lmcache release not recorded"
