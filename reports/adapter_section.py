@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..conformance.store.faults import ADAPTERS, FAULTS, SERDES, can_know
+from ..conformance.store import catalogue
+from ..conformance.store.faults import FAULTS, adapters, can_know, serdes
 from .conformance_section import LABEL, SEVERITY, spec_link
 from .html import OUTCOME_CLASS, Section, note, outcome_legend, paragraph, table
 from .inputs import ReportInputs
@@ -42,6 +43,12 @@ def adapter_cells(tests: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+def _in_order(seen: pd.Series, known: list[str]) -> list[str]:
+    """``known`` (the catalogue's order), then the names of ``seen`` it lacks (a results file
+    of a run whose catalogue had more rows)."""
+    return known + sorted({str(v) for v in seen} - set(known))
+
+
 def _worst(outcomes: list[str]) -> str:
     return min(outcomes, key=lambda o: SEVERITY.index(o) if o in SEVERITY else len(SEVERITY))
 
@@ -54,7 +61,8 @@ def _cell(group: pd.DataFrame, fault: str, serde: str) -> tuple[str, str]:
     near = group[group["judged"] == "neighbours"]
     seen = target["observed"].iloc[0] if not target.empty else "—"
     text = f"{seen or '—'}"
-    if seen == "wrong-bytes" and fault in BY_FAULT and not can_know(BY_FAULT[fault], serde):
+    known = fault in BY_FAULT and serde in catalogue.SERDES
+    if seen == "wrong-bytes" and known and not can_know(BY_FAULT[fault], serde):
         text += " (undetectable here)"
     worst = _worst(list(group["outcome"]))
     if worst != "pass":
@@ -75,14 +83,16 @@ def adapter_section(inputs: ReportInputs, out: Output, spec_href: str) -> Sectio
     ran = cells.groupby("impl")["outcome"].apply(lambda o: bool((o != "skip").any()))
     skipped = sorted(str(i) for i, any_run in ran.items() if not any_run)
     cells = cells[cells["impl"].isin([i for i, any_run in ran.items() if any_run])]
+    adapter_order = _in_order(cells["adapter"], adapters())
+    columns = _in_order(cells["serde"], serdes())
     order = cells.assign(
-        a=cells["adapter"].map({a: i for i, a in enumerate(ADAPTERS)}).fillna(len(ADAPTERS)),
+        a=cells["adapter"].map({a: i for i, a in enumerate(adapter_order)}),
         f=cells["fault"].map(FAULT_ORDER).fillna(len(FAULT_ORDER)),
     ).sort_values(["impl", "a", "f"], kind="stable")
     impls = inputs.conformance_table("impls")
     version = {str(n): str(v) for n, v in zip(impls["name"], impls["version"], strict=True) if v}
     shown_rows: list[dict[str, str]] = []
-    classes: dict[str, list[str]] = {s: [] for s in SERDES}
+    classes: dict[str, list[str]] = {s: [] for s in columns}
     for (impl, adapter, fault), group in order.groupby(["impl", "adapter", "fault"], sort=False):
         target_rule = group[group["judged"] == "target"]["rule"]
         rule = str(target_rule.iloc[0]) if not target_rule.empty else ""
@@ -91,7 +101,7 @@ def adapter_section(inputs: ReportInputs, out: Output, spec_href: str) -> Sectio
             "adapter": str(adapter), "fault": str(fault),
             "rule": spec_link(spec_href, "#" + rule.lower()) if rule else "—",
         }  # fmt: skip
-        for serde in SERDES:
+        for serde in columns:
             part = group[group["serde"] == serde]
             text, css = _cell(part, str(fault), serde) if not part.empty else ("not run", "o-skip")
             row[serde] = text
@@ -110,7 +120,7 @@ def adapter_section(inputs: ReportInputs, out: Output, spec_href: str) -> Sectio
         + outcome_legend()
         + table(
             frame,
-            cell_class={s: pd.Series(classes[s]) for s in SERDES},
+            cell_class={s: pd.Series(classes[s]) for s in columns},
             raw_columns=frozenset({"rule"}),
         )
     )

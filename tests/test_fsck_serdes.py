@@ -24,20 +24,17 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from lmckv import cli
 from lmckv.base.schemas import validate
-from lmckv.conformance.store import fsck
+from lmckv.conformance.store import catalogue, fsck
 from lmckv.conformance.store.framing import AesGcmKeys
-from lmckv.conformance.store.names import shown
-from lmckv.conformance.store.sources import Entry, FileSource
-from lmckv.conformance.store.spec import (
+from lmckv.conformance.store.locations import (
     FileLocation,
     RedisLocation,
     S3Location,
-    SerdeSpec,
-    StoreSpec,
     StoreSpecError,
-    from_l2_adapter,
-    from_target,
 )
+from lmckv.conformance.store.names import shown
+from lmckv.conformance.store.sources import Entry, FileSource
+from lmckv.conformance.store.spec import SerdeSpec, StoreSpec, from_l2_adapter, from_target
 from lmckv.reference_impl.keys import ObjectKey, object_key_to_filename
 
 FULL = 16384  # bytes of a full chunk: 16 tokens of 1024 bytes (a [2, 4, 16, 64] bf16 object)
@@ -208,7 +205,7 @@ def test_a_vanished_object_is_gone_and_a_pipe_is_unreadable(tmp_path: Path) -> N
     root = tmp_path / "store"
     paths = write_store(root, [os.urandom(FULL) for _ in range(3)])
     spec = StoreSpec("fs", FileLocation(root), SerdeSpec("lmckv"))
-    plan = fsck.Plan(spec, "lmckv")
+    plan = fsck.Plan(spec, catalogue.LMCKV)
     source = FileSource(spec.location)  # type: ignore[arg-type]
     gone = Entry(paths[0].name, FULL)
     paths[0].unlink()

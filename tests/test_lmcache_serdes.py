@@ -16,6 +16,7 @@ from conftest import import_upstream
 from lmckv.bench.accuracy import e2e
 from lmckv.bench.accuracy import l2_serdes as serdes
 from lmckv.bench.accuracy import lmcache_serdes as lm
+from lmckv.conformance.store import catalogue
 from lmckv.reports.inputs import load_inputs
 from lmckv.reports.output import Output
 from lmckv.reports.summary_section import summary_section
@@ -68,7 +69,7 @@ def test_objects_are_lmcache_chunks_of_every_layer() -> None:
 
 def test_aesgcm_gives_every_bit_back_and_writes_its_frame(serde_package: Path) -> None:
     objects = lm.object_chunks(_cache(2, 3, 288, 64), torch.bfloat16)
-    trips = lm.roundtrip(serdes.l2_config(serdes.AESGCM) or {}, objects)
+    trips = lm.roundtrip(serdes.l2_config(catalogue.AESGCM.name) or {}, objects)
     for obj, trip in zip(objects, trips, strict=True):
         assert torch.equal(obj.view(torch.int16), trip.back.view(torch.int16))
         # the frame: 1 version byte, a 12-byte IV, the ciphertext, a 16-byte tag
@@ -82,13 +83,13 @@ def test_a_serde_that_cannot_run_here_says_why(serde_package: Path) -> None:
         pytest.skip("this release registers no turboquant")
     objects = lm.object_chunks(_cache(6, 2, 32, 64), torch.float16)
     with pytest.raises(lm.SerdeFailed, match=r"serialize task failed: .*CUDA"):
-        lm.roundtrip(serdes.l2_config(serdes.TURBOQUANT, head_dim=64) or {}, objects)
+        lm.roundtrip(serdes.l2_config(catalogue.TURBOQUANT.name, head_dim=64) or {}, objects)
 
 
 def test_pasted_specs_build_or_are_refused_with_the_release_s_reason(
     serde_package: Path,
 ) -> None:
-    for serde in (serdes.NONE, serdes.FP8, serdes.AESGCM):
+    for serde in (serdes.NONE, serdes.FP8, catalogue.AESGCM.name):
         spec = lm.adapter_spec(serdes.l2_config(serde))
         assert "builds a" in lm.build_adapter(json.loads(json.dumps(spec)))
     with pytest.raises(lm.SerdeFailed, match="Unknown serde type 'asym_k16_v8'"):

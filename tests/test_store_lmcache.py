@@ -42,12 +42,9 @@ from lmckv.conformance.store.lmcache_writer import (
     read_back_stores,
     write_stores,
 )
-from lmckv.conformance.store.views import (
-    StoreUnavailable,
-    StoreView,
-    l2_adapter_spec,
-    open_view,
-)
+from lmckv.conformance.store.servers import StoreUnavailable
+from lmckv.conformance.store.spec import l2_adapter_spec
+from lmckv.conformance.store.views import StoreView, open_view
 
 pytestmark = pytest.mark.upstream
 

@@ -23,17 +23,20 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 
+from ...conformance.store import catalogue
 from ...reference_impl.kv_codec.header_fields import ScaleScope
 from ..common.impls import CodecImpl
 from .data import KVSample
 from .reconstruction import codec_for
 
-NONE, FP8, K16V8, K16V8_V_ONLY = "none", "fp8", "asym_k16_v8", "asym_k16_v8_v_only"
-AESGCM, TURBOQUANT = "aesgcm", "turboquant"
+NONE, FP8 = catalogue.NONE.name, catalogue.FP8.name
+K16V8, K16V8_V_ONLY = catalogue.K16V8.name, catalogue.K16V8_V_ONLY.name
+#: The serdes this measurement scores itself (others through LMCache's own factory).
 SERDES = (NONE, FP8, K16V8, K16V8_V_ONLY)
 #: The scope name of the plain cast: it stores no scale.
 NO_SCALE = "NO_SCALE"
@@ -112,14 +115,14 @@ def k16v8_bytes(impl: CodecImpl, sample: KVSample, scope: str) -> tuple[int, int
 def l2_config(
     serde: str, scope: str | None = None, head_dim: int | None = None
 ) -> dict[str, Any] | None:
-    """The L2 adapter's ``"serde"`` object that selects ``serde`` (None: leave it out);
-    ``head_dim``: the model's, which ``turboquant`` must be told."""
-    if serde == NONE:
-        return None
-    if serde == FP8:
-        return {"type": FP8, "fp8_dtype": "float8_e4m3fn"}
-    if serde == AESGCM:
-        return {"type": AESGCM, "master_key_path": KEY_PLACEHOLDER}
-    if serde in (K16V8, K16V8_V_ONLY):
-        return {"type": serde, "scale_scope": scope or ScaleScope.PER_TENSOR.name}
-    return {"type": serde} | ({"head_dim": head_dim} if head_dim and serde == TURBOQUANT else {})
+    """The L2 adapter's ``"serde"`` object that selects ``serde`` (None: leave it out), from
+    its catalogue row: a key file as the placeholder the operator replaces, the K16/V8
+    serdes' ``scale_scope``, ``head_dim`` (the model's) for a serde that must be told it. A
+    name the catalogue lacks (a release's own serde) is selected by its name alone."""
+    row = catalogue.SERDES.get(serde)
+    if row is None:
+        return {"type": serde}
+    config: dict[str, Any] | None = row.l2_object(Path(KEY_PLACEHOLDER), head_dim)
+    if config is not None and serde in (K16V8, K16V8_V_ONLY):
+        config["scale_scope"] = scope or ScaleScope.PER_TENSOR.name
+    return config

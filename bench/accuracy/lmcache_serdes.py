@@ -40,6 +40,7 @@ from typing import Any
 
 import torch
 
+from ...conformance.store import catalogue
 from ...conformance.store.sizes import DEFAULT_CHUNK_TOKENS as CHUNK_TOKENS
 from .l2_serdes import KEY_PLACEHOLDER, LMCacheObj
 
@@ -47,7 +48,7 @@ SERDE_PACKAGE = "lmcache.v1.distributed.serde"
 ADAPTER_CONFIG = "lmcache.v1.distributed.l2_adapters.config"
 ADAPTERS = "lmcache.v1.distributed.l2_adapters"
 #: The adapter the page's JSON names, and its placeholders (replaced before a build).
-ADAPTER_TYPE = "fs"
+ADAPTER_TYPE = catalogue.FS.name
 BASE_PLACEHOLDER = "/path/to/cache"
 #: Seconds one serialize or deserialize task may take before ``SerdeFailed``.
 TASK_TIMEOUT_S = 120.0

@@ -62,12 +62,14 @@ from typing import Any
 
 import torch
 
+from ...conformance.store import catalogue
 from ...conformance.store import lmcache_worker as worker
-from ...conformance.store.servers import ServerError
-from ...conformance.store.views import StoreUnavailable, StoreView, open_view
+from ...conformance.store.servers import ServerError, StoreUnavailable
+from ...conformance.store.views import StoreView, open_view
 from ..accuracy import l2_serdes, lmcache_serdes
 
-ADAPTERS = ("fs", "fs_native", "resp", "s3")
+#: The adapters whose stores run here (the catalogue's rows with a test store).
+ADAPTERS = tuple(a.name for a in catalogue.adapters_here())
 #: One LMCache chunk of the bundled model (SmolLM2-135M): K and V, 30 layers, 256 tokens,
 #: 3 KV heads x ``HEAD_DIM``.
 OBJECT_SHAPE, HEAD_DIM = (2, 30, 256, 192), 64
@@ -231,7 +233,8 @@ def _batches(
 ) -> tuple[dict[str, Timed], int]:
     warm = _objects(objects)
     data = worker.fill(warm[0])
-    expected = worker.expected_read_bytes(warm[0], (serde or {}).get("type", ""))
+    row = catalogue.SERDES.get((serde or {}).get("type", catalogue.NONE.name))
+    expected = worker.expected_read_bytes(warm[0], (row.cast if row else None) or "")
     before = worker.l2_usage(manager)
     _store(manager, warm, data, 0)
     grow = worker.l2_usage(manager) - before

@@ -26,19 +26,13 @@ from typing import Any
 
 from lmckv.base.untrusted_text import shown
 
+from ..store import catalogue
 from ..store.framing import KeyFileError
 from ..store.fsck import Report, Settings, check_store, close_sources, default_jobs
+from ..store.locations import StoreSpecError
 from ..store.sizes import DEFAULT_CHUNK_TOKENS
 from ..store.sources import StoreUnreachable
-from ..store.spec import (
-    AES_BITS,
-    SERDES,
-    SerdeSpec,
-    StoreSpec,
-    StoreSpecError,
-    from_l2_adapter,
-    from_target,
-)
+from ..store.spec import AES_BITS, SerdeSpec, StoreSpec, from_l2_adapter, from_target
 
 EXIT_CLEAN, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
@@ -59,8 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--l2-adapter", metavar="JSON", help="the adapter spec exactly as LMCache takes it"
     )
     parser.add_argument("--endpoint", metavar="URL", help="the S3 endpoint of s3://BUCKET")
-    parser.add_argument("--serde", choices=SERDES, help="the serde of a STORE given short")
-    parser.add_argument("--key-file", type=Path, help="aesgcm: LMCache's master_key_path")
+    parser.add_argument(
+        "--serde", choices=catalogue.checkable_serdes(), help="the serde of a STORE given short"
+    )
+    parser.add_argument(
+        "--key-file", type=Path, help="a serde with a key file (aesgcm): LMCache's master_key_path"
+    )
     parser.add_argument("--aes-bits", type=int, choices=AES_BITS, default=128)
     parser.add_argument(
         "--object-bytes", action="append", default=[], metavar="[GROUP=]N",
@@ -105,9 +103,12 @@ def store_spec(args: argparse.Namespace) -> StoreSpec:
             raise UsageError("--serde, --key-file and --endpoint go with STORE, not the spec")
         return from_l2_adapter(args.l2_adapter)
     spec = from_target(args.target, args.endpoint)
-    if args.key_file is not None and args.serde not in (None, "aesgcm"):
-        raise UsageError("--key-file goes with the aesgcm serde")
-    serde = "aesgcm" if args.key_file is not None else args.serde
+    serde = args.serde
+    if args.key_file is not None:  # the one serde that takes a key file, unless named
+        keyed = [s.name for s in catalogue.SERDES.values() if s.key_file]
+        serde = serde or (keyed[0] if len(keyed) == 1 else None)
+        if serde not in keyed:
+            raise UsageError(f"--key-file goes with a serde that takes one ({', '.join(keyed)})")
     if serde is None:
         return spec
     return StoreSpec(spec.adapter, spec.location, SerdeSpec(serde, args.key_file, args.aes_bits))
@@ -158,6 +159,11 @@ def _progress(show: bool) -> tuple[Callable[[int], None] | None, Callable[[], No
     return bar.update, bar.close
 
 
+def _takes_key_file(serde: str) -> bool:
+    row = catalogue.SERDES.get(serde)
+    return row is not None and row.key_file
+
+
 def format_report(report: Report) -> str:
     """The summary a person reads: the store, the counts, the totals, the first problems."""
     head = report.header()
@@ -175,8 +181,8 @@ def format_report(report: Report) -> str:
             f"  {store['serde']} objects carry no checksum: their content cannot be verified, "
             "only their sizes (a changed byte goes unseen)"
         )
-    elif store["serde"] == "aesgcm" and counts["verified"] == 0 and head["objects"]:
-        lines.append("  aesgcm tags not verified: give the key file (--key-file)")
+    elif counts["verified"] == 0 and head["objects"] and _takes_key_file(store["serde"]):
+        lines.append(f"  {store['serde']} tags not verified: give the key file (--key-file)")
     for t in head["totals"]:
         salt = f" salt {shown(t['cache_salt'])}" if t["cache_salt"] else ""
         lines.append(

@@ -133,10 +133,13 @@ def read_release_stores(root: Path) -> Path:
 
 
 def _store_fsck(store: Path) -> dict[str, Any]:
+    from ..store import catalogue
     from ..store.fsck import check_store, close_sources
-    from ..store.spec import FileLocation, SerdeSpec, StoreSpec
+    from ..store.locations import FileLocation
+    from ..store.spec import SerdeSpec, StoreSpec
 
-    report = check_store(StoreSpec("fs", FileLocation(store), SerdeSpec("lmckv")))
+    spec = StoreSpec(catalogue.FS.name, FileLocation(store), SerdeSpec(catalogue.LMCKV.name))
+    report = check_store(spec)
     try:
         return {"files": report.header()["entries"], "problems": dict(report.rules)}
     finally:

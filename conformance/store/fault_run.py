@@ -13,10 +13,10 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote
 
+from . import catalogue
 from .drop_proxy import DropProxy
-from .faults import FAULTS, SERDES, SERVER_ADAPTERS, TARGET, damage, fault_plan, session
+from .faults import FAULTS, TARGET, damage, fault_plan, serdes, session
 from .lmcache_worker import PlanObject, fill, tensor_bytes
 from .lmcache_writer import (
     PlannedObject,
@@ -26,7 +26,8 @@ from .lmcache_writer import (
     write_stores,
 )
 from .name_plan import by_lmcache, by_lmckv
-from .views import StoreView, l2_adapter_spec, open_view
+from .spec import l2_adapter_spec
+from .views import StoreView, open_view
 
 #: Bytes of the aesgcm master key file (any 32 bytes: only its use matters).
 MASTER_KEY = bytes(range(32))
@@ -59,12 +60,6 @@ class StoreRun:
     drops: int
 
 
-def request_needle(adapter: str, name: str) -> bytes:
-    """How the name of an object appears in the adapter's request for it: the raw key in a
-    RESP command, the URL-quoted key in an S3 request path."""
-    return quote(name).encode() if adapter == "s3" else name.encode()
-
-
 def run_adapter(adapter: str, *, python: str = sys.executable) -> AdapterRun:
     """Write, name-check, damage and read back one store of ``adapter`` per serde.
     :class:`.views.StoreUnavailable` when a store cannot be opened here,
@@ -78,23 +73,23 @@ def run_adapter(adapter: str, *, python: str = sys.executable) -> AdapterRun:
         root = Path(tmp)
         master_key = root / "master.key"
         master_key.write_bytes(MASTER_KEY)
-        views = {serde: open_view(adapter, root / serde, servers) for serde in SERDES}
+        views = {serde: open_view(adapter, root / serde, servers) for serde in serdes()}
         specs = {s: l2_adapter_spec(adapter, v.fields, s, master_key) for s, v in views.items()}
         # The name objects' names are what test_store_names judges: only the plan's must be there.
         write_stores(list(specs.values()), written, python=python, required=plan)
-        raw = views["none"]
+        raw = views[catalogue.NONE.name]
         listed = sorted(set(raw.sizes()) - set(expected_names(adapter, plan)))
         for obj, name in zip(foreign, expected_names(adapter, foreign), strict=True):
             raw.put(name, raw_bytes(obj))
         names = expected_names(adapter, plan)
         for serde, view in views.items():
-            damage(view, names, serde, adapter)
+            damage(view.source, names, serde, adapter)
         everything = [*written, *foreign]
         stores = {
             serde: _read_damaged(adapter, serde, views[serde], everything, master_key, python)
-            for serde in SERDES
+            for serde in views
         }
-    served = stores["none"].sessions.pop(SERVED)
+    served = stores[catalogue.NONE.name].sessions.pop(SERVED)
     return AdapterRun(adapter, stores, expected_names(adapter, named), listed, served)
 
 
@@ -117,16 +112,18 @@ def _read_damaged(
     ``dropped`` target's transfer."""
     faults = [f for f in FAULTS if f.applies(adapter)]
     sessions = [session(f) for f in faults]
-    if serde == "none":
+    raw = serde == catalogue.NONE.name
+    if raw:
         sessions.append(list(range(len(fault_plan()) + len(by_lmcache()), len(plan))))
-    labels = [f.name for f in faults] + ([SERVED] if serde == "none" else [])
-    if adapter not in SERVER_ADAPTERS or view.port is None:
+    labels = [f.name for f in faults] + ([SERVED] if raw else [])
+    server = view.row.server
+    if server is None:
         spec = l2_adapter_spec(adapter, view.fields, serde, master_key)
         reads = probe_store(spec, plan, sessions, python=python)
         return StoreRun(adapter, serde, dict(zip(labels, reads, strict=True)), drops=0)
     target = expected_names(adapter, plan)[TARGET["dropped"]]
     cut_after = len(view.get(target)) // 2
-    with DropProxy(view.port, request_needle(adapter, target), cut_after) as proxy:
+    with DropProxy(server.port(view.fields), server.needle(target), cut_after) as proxy:
         spec = l2_adapter_spec(adapter, view.with_port(proxy.port), serde, master_key)
         reads = probe_store(spec, plan, sessions, python=python)
         return StoreRun(adapter, serde, dict(zip(labels, reads, strict=True)), proxy.drops)

@@ -20,18 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
+from . import catalogue
 from .lmcache_writer import FULL_CHUNK, PlannedObject, ReadObject, sha256_chunk_hash
-from .spec import FILE_ADAPTERS
+from .sources import Source
 
-#: The serdes a fault run covers, by the name the matrix uses ("none": no serde).
-SERDES = ("none", "fp8", "aesgcm")
-#: The adapters a fault run covers.
-ADAPTERS = (*FILE_ADAPTERS, "resp", "s3")
-SERVER_ADAPTERS = ("resp", "s3")
-#: aesgcm's frame around the ciphertext: version byte and IV before it, tag after it.
-AESGCM_HEAD, AESGCM_TAG = 13, 16
 #: Bytes cut from a truncated object (not a whole number of tokens of FULL_CHUNK), and
 #: appended to a grown one.
 CUT_BYTES = 1000
@@ -41,31 +34,47 @@ MODEL = "lmckv/faults"
 FLIP_MASK = 0x04
 
 
+#: Which stores a damage can be done to: every one, files only, or a server's only.
+EVERY, FILES, SERVERS = "every", "files", "servers"
+
+
 @dataclass(frozen=True)
 class Fault:
-    """One damage: its name, the rule a read of its target is judged by, the adapters it can
+    """One damage: its name, the rule a read of its target is judged by, the stores it can
     be done to, and what it does (for the report)."""
 
     name: str
     rule: str
-    adapters: tuple[str, ...]
+    stores: str
     does: str
 
     def applies(self, adapter: str) -> bool:
-        """Whether this damage can be done to a store of ``adapter``."""
-        return adapter in self.adapters
+        """Whether this damage can be done to a store of ``adapter`` (its catalogue row:
+        an unfinished write is a file's, a cut connection a server's)."""
+        row = catalogue.adapter(adapter)
+        return {EVERY: True, FILES: row.files, SERVERS: row.has_server}[self.stores]
+
+
+def adapters() -> list[str]:
+    """The adapters a fault run covers: those whose stores run here (catalogue order)."""
+    return [a.name for a in catalogue.adapters_here()]
+
+
+def serdes() -> list[str]:
+    """The serdes a fault run covers, by the name the matrix uses ("none": no serde)."""
+    return [s.name for s in catalogue.fault_serdes()]
 
 
 FAULTS = (
-    Fault("truncated", "STORE-LOAD-SIZE", ADAPTERS, f"the last {CUT_BYTES} bytes cut off"),
-    Fault("emptied", "STORE-LOAD-SIZE", ADAPTERS, "every byte removed (size 0)"),
-    Fault("grown", "STORE-LOAD-SIZE", ADAPTERS, f"{GROWN_BYTES} bytes appended"),
-    Fault("flip-k", "STORE-LOAD-CHANGED", ADAPTERS, "one bit turned in the K half"),
-    Fault("flip-v", "STORE-LOAD-CHANGED", ADAPTERS, "one bit turned in the V half"),
-    Fault("deleted", "STORE-LOAD-MISSING", ADAPTERS, "the object removed"),
-    Fault("replaced", "STORE-LOAD-KEY", ADAPTERS, "another key's object stored under its name"),
-    Fault("temp", "STORE-LOAD-TEMP", FILE_ADAPTERS, "only an unfinished write (.tmp) left"),
-    Fault("dropped", "STORE-LOAD-DROP", SERVER_ADAPTERS, "the connection cut mid-transfer"),
+    Fault("truncated", "STORE-LOAD-SIZE", EVERY, f"the last {CUT_BYTES} bytes cut off"),
+    Fault("emptied", "STORE-LOAD-SIZE", EVERY, "every byte removed (size 0)"),
+    Fault("grown", "STORE-LOAD-SIZE", EVERY, f"{GROWN_BYTES} bytes appended"),
+    Fault("flip-k", "STORE-LOAD-CHANGED", EVERY, "one bit turned in the K half"),
+    Fault("flip-v", "STORE-LOAD-CHANGED", EVERY, "one bit turned in the V half"),
+    Fault("deleted", "STORE-LOAD-MISSING", EVERY, "the object removed"),
+    Fault("replaced", "STORE-LOAD-KEY", EVERY, "another key's object stored under its name"),
+    Fault("temp", "STORE-LOAD-TEMP", FILES, "only an unfinished write (.tmp) left"),
+    Fault("dropped", "STORE-LOAD-DROP", SERVERS, "the connection cut mid-transfer"),
 )
 BY_NAME = {f.name: f for f in FAULTS}
 #: Plan indexes: the first intact object, one target per fault, the last intact object (also
@@ -92,17 +101,10 @@ def fault_plan() -> list[PlannedObject]:
     ]
 
 
-def payload_span(serde: str, size: int) -> tuple[int, int]:
-    """Where the layout's bytes (raw, fp8 or aesgcm's ciphertext) lie in a stored object of
-    ``size`` bytes: (first, end). K is the first half of the layout, V the second."""
-    if serde == "aesgcm":
-        return AESGCM_HEAD, size - AESGCM_TAG
-    return 0, size
-
-
 def flipped(data: bytes, serde: str, half: str) -> bytes:
-    """``data`` with one bit turned a quarter into its K half or its V half."""
-    first, end = payload_span(serde, len(data))
+    """``data`` with one bit turned a quarter into its K half or its V half of the payload
+    (the serde's frame left as it is: K is the first half of the layout, V the second)."""
+    first, end = catalogue.serde(serde).payload_span(len(data))
     quarter = (end - first) // 4
     at = first + (quarter if half == "k" else 3 * quarter)
     out = bytearray(data)
@@ -110,15 +112,7 @@ def flipped(data: bytes, serde: str, half: str) -> bytes:
     return bytes(out)
 
 
-class Damageable(Protocol):
-    """What a fault needs of a store (a :class:`.views.StoreView` has it)."""
-
-    def get(self, name: str) -> bytes: ...
-    def put(self, name: str, data: bytes) -> None: ...
-    def delete(self, name: str) -> None: ...
-
-
-def damage(store: Damageable, names: Sequence[str], serde: str, adapter: str) -> list[str]:
+def damage(store: Source, names: Sequence[str], serde: str, adapter: str) -> list[str]:
     """Do every fault that applies to ``adapter`` to its target in ``store`` (``names``: the
     plan's object names, in plan order), except ``dropped``, which the proxy does while the
     store is read; the faults done."""
@@ -132,7 +126,7 @@ def damage(store: Damageable, names: Sequence[str], serde: str, adapter: str) ->
     return done
 
 
-def _temp(store: Damageable, name: str, other: str, serde: str) -> None:
+def _temp(store: Source, name: str, other: str, serde: str) -> None:
     """The object's bytes, cut in half, under its temporary name only (a writer that died
     after writing half of it, before its rename)."""
     data = store.get(name)
@@ -140,7 +134,7 @@ def _temp(store: Damageable, name: str, other: str, serde: str) -> None:
     store.put(name.removesuffix(".data") + ".tmp", data[: len(data) // 2])
 
 
-_DAMAGES: dict[str, Callable[[Damageable, str, str, str], None]] = {
+_DAMAGES: dict[str, Callable[[Source, str, str, str], None]] = {
     "truncated": lambda s, n, o, serde: s.put(n, s.get(n)[:-CUT_BYTES]),
     "emptied": lambda s, n, o, serde: s.put(n, b""),
     "grown": lambda s, n, o, serde: s.put(n, s.get(n) + bytes([0x5A]) * GROWN_BYTES),
@@ -154,12 +148,13 @@ _DAMAGES: dict[str, Callable[[Damageable, str, str, str], None]] = {
 
 def can_know(fault: Fault, serde: str) -> bool:
     """Whether an adapter with ``serde`` can tell the damaged object from a good one: a
-    changed byte only through a checksum or a tag (aesgcm), another key's object only through
-    a frame that binds its key (none of the released serdes; SPEC.md STORE-LOAD-KEY)."""
+    changed byte only through a checksum or a tag (a verifiable serde), another key's object
+    only through a frame judged to bind its key (SPEC.md STORE-LOAD-KEY)."""
+    row = catalogue.serde(serde)
     if fault.rule == "STORE-LOAD-CHANGED":
-        return serde == "aesgcm"
+        return row.verifiable
     if fault.rule == "STORE-LOAD-KEY":
-        return serde == "aesgcm"
+        return row.binds_key
     return True
 
 

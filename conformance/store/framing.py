@@ -1,5 +1,6 @@
 """What each serde's object holds, and what of it can be checked without LMCache (SPEC.md
-"A store": STORE-SIZE, STORE-AESGCM-FRAME, STORE-AESGCM-TAG, the STORE-BLOB-* rules).
+"A store": STORE-SIZE, STORE-AESGCM-FRAME, STORE-AESGCM-TAG, the STORE-BLOB-* rules). The
+frames' byte layouts are here; each serde's row in :mod:`.catalogue` reads them.
 
 - ``none``: the memory object's bytes, no header, no checksum; ``fp8``: each element cast to
   e4m3 (one byte each), no header, no scale. Only the size can be checked: against the
@@ -36,12 +37,6 @@ class KeyFileError(ValueError):
     """The aesgcm master key file cannot be used (the message is one line)."""
 
 
-def payload_size(serde: str, stored: int) -> int:
-    """The bytes of an object's content that its layout sizes: the plaintext of an aesgcm
-    frame, the stored bytes otherwise (raw bytes, or one e4m3 byte per element)."""
-    return stored - AESGCM_OVERHEAD if serde == "aesgcm" else stored
-
-
 @dataclass
 class AesGcmKeys:
     """The keys of one store, one per cache_salt, derived once each from the master key."""
@@ -75,15 +70,6 @@ class AesGcmKeys:
         return found
 
 
-def aesgcm_frame_problem(head: bytes, size: int) -> str | None:
-    """STORE-AESGCM-FRAME: why an object is no aesgcm frame, from its first byte and size."""
-    if size < AESGCM_OVERHEAD:
-        return f"{size} bytes: shorter than an aesgcm frame's {AESGCM_OVERHEAD}"
-    if head[:1] != bytes([AESGCM_VERSION]):
-        return f"frame version {head[:1].hex() or 'none'}, expected 01"
-    return None
-
-
 def aesgcm_tag_problem(frame: bytes, key: bytes) -> str | None:
     """STORE-AESGCM-TAG: None when the frame's tag verifies under ``key``."""
     from cryptography.exceptions import InvalidTag
@@ -95,17 +81,3 @@ def aesgcm_tag_problem(frame: bytes, key: bytes) -> str | None:
     except InvalidTag:
         return "the AES-GCM tag does not verify: the object is not what was written"
     return None
-
-
-def detect_serde(heads: list[tuple[bytes, int]]) -> str:
-    """The serde a sample of objects (their first bytes and sizes) was written with: ``lmckv``
-    when every one starts with the LMCKV magic, ``aesgcm`` when every one is a version-1
-    frame, else ``none`` (raw and fp8 objects look alike: only their sizes are checked)."""
-    sample = [(h, s) for h, s in heads if s > 0]
-    if not sample:
-        return "none"
-    if all(h.startswith(LMCKV_MAGIC) for h, _ in sample):
-        return "lmckv"
-    if all(aesgcm_frame_problem(h, s) is None for h, s in sample):
-        return "aesgcm"
-    return "none"

@@ -35,17 +35,13 @@ from ...reference_impl.keys import ObjectKey
 from ...reference_impl.keys.kv_rank import split_kv_rank
 from ...reference_impl.kv_codec import CodecError
 from ...reference_impl.kv_codec.blob_file import TruncatedBlobError, verify_blob_file
-from .framing import (
-    AesGcmKeys,
-    aesgcm_frame_problem,
-    aesgcm_tag_problem,
-    detect_serde,
-    payload_size,
-)
+from . import catalogue
+from .catalogue import Check
+from .framing import AesGcmKeys, aesgcm_tag_problem
 from .names import key_of
 from .sizes import DEFAULT_CHUNK_TOKENS, Group, SizeLearner, SizeRule
-from .sources import Entry, ObjectGone, ObjectUnreadable, Source, StoreUnreachable, open_source
-from .spec import SerdeSpec, StoreSpec
+from .sources import Entry, ObjectGone, ObjectUnreadable, Source, StoreUnreachable
+from .spec import SerdeSpec, StoreSpec, open_source
 
 SCHEMA = "fsck"
 KIND = "lmckv-fsck"
@@ -67,10 +63,12 @@ STATUSES = (
 
 @dataclass(frozen=True)
 class Plan:
-    """How every page is checked: the store, its serde, the aesgcm keys and the sizes."""
+    """How every page is checked: the store, its serde's catalogue row (carried to every
+    worker, so that a row registered in this process reaches them), the keys of its tags and
+    the sizes."""
 
     spec: StoreSpec
-    serde: str
+    row: catalogue.Serde
     keys: AesGcmKeys | None = None
     sizes: dict[Group, SizeRule] = field(default_factory=dict)
     #: The ``--object-bytes`` rule of groups the operator did not name (None: learned).
@@ -103,21 +101,22 @@ def _key_tuple(key: ObjectKey) -> tuple[str, int, int, str]:
 
 
 def _content(plan: Plan, source: Source, entry: Entry, base: Verdict) -> Verdict:
-    """The verdict on an object's bytes under the plan's serde."""
+    """The verdict on an object's bytes under the plan's serde (its catalogue row)."""
     assert base.key is not None
     model, _, group, salt = base.key
-    if plan.serde == "lmckv":
-        return _lmckv(source, entry, base, model)
-    verify = plan.serde == "aesgcm" and plan.keys is not None
+    row = plan.row
+    if row.check is Check.BLOB:
+        return _blob(source, entry, base, model)
+    verify = row.check is Check.TAG and plan.keys is not None
     verify = verify and entry.size <= plan.max_object_bytes
     frame = b""
-    if plan.serde == "aesgcm":  # read once: the whole frame when its tag is checked
-        wanted = entry.size if verify else 1
+    if row.frame_rule:  # read once: the whole frame when its tag is checked
+        wanted = entry.size if verify else len(row.magic)
         with source.open(entry, wanted) as f:
             frame = f.read(wanted + 1)
-        if problem := aesgcm_frame_problem(frame[:1], entry.size):
-            return base.problem("STORE-AESGCM-FRAME", problem)
-    payload = payload_size(plan.serde, entry.size)
+        if problem := row.frame_problem(frame[: len(row.magic)], entry.size):
+            return base.problem(row.frame_rule, problem)
+    payload = row.payload_size(entry.size)
     rule = plan.size_rule((model, group))
     if rule is not None and (why := rule.problem(payload)):
         return base.problem("STORE-SIZE", why)
@@ -127,12 +126,12 @@ def _content(plan: Plan, source: Source, entry: Entry, base: Verdict) -> Verdict
         if len(frame) != entry.size:
             return base.problem("STORE-READ", f"read {len(frame)} of {entry.size} bytes")
         if why := aesgcm_tag_problem(frame, plan.keys.key(salt)):
-            return base.problem("STORE-AESGCM-TAG", why)
+            return base.problem(row.tag_rule, why)
         status = "verified"
     return Verdict(base.name, base.size, status, base.key)
 
 
-def _lmckv(source: Source, entry: Entry, base: Verdict, model: str) -> Verdict:
+def _blob(source: Source, entry: Entry, base: Verdict, model: str) -> Verdict:
     try:
         with source.open(entry, entry.size) as f:
             enc = verify_blob_file(f, entry.size)
@@ -159,9 +158,9 @@ def judge(plan: Plan, source: Source, entry: Entry) -> Verdict:
         if age < plan.temp_age_s:
             return Verdict(entry.name, entry.size, "in_flight")
         return base.problem("STORE-TEMP", f"an unfinished write {age:.0f} s old: its writer died")
-    key, why = key_of(plan.spec.adapter, entry.name, plan.spec.key_prefix)
+    key, why = key_of(plan.spec.row.form, entry.name, plan.spec.key_prefix)
     if key is None:
-        if plan.spec.adapter not in ("fs", "fs_native") and entry.name.count("@") < 3:
+        if not plan.spec.row.files and entry.name.count("@") < 3:
             return base.problem("STORE-FOREIGN", "not named like an object of the adapter")
         return base.problem("STORE-NAME", why)
     base = Verdict(entry.name, entry.size, "object", _key_tuple(key))
@@ -269,7 +268,7 @@ class Report:
             "objects": sum(t.objects for t in self.totals.values()),
             "checked": checked,
             "counts": {status: self.counts[status] for status in STATUSES},
-            "content_verifiable": self.serde in ("lmckv", "aesgcm"),
+            "content_verifiable": catalogue.serde(self.serde).verifiable,
             "bytes": self.bytes,
             "problems_by_rule": dict(sorted(self.rules.items())),
             "totals": [_total_record(k, t) for k, t in sorted(self.totals.items())],
@@ -335,7 +334,7 @@ def _detect(spec: StoreSpec, source: Source) -> str:
         for entry in page:
             if entry.kind != "object" or entry.size == 0:
                 continue
-            if key_of(spec.adapter, entry.name, spec.key_prefix)[0] is None:
+            if key_of(spec.row.form, entry.name, spec.key_prefix)[0] is None:
                 continue
             with (
                 contextlib.suppress(ObjectGone, ObjectUnreadable, OSError),
@@ -343,43 +342,43 @@ def _detect(spec: StoreSpec, source: Source) -> str:
             ):
                 heads.append((f.read(8), entry.size))
             if len(heads) >= DETECT_SAMPLE:
-                return detect_serde(heads)
-    return detect_serde(heads)
+                return catalogue.detect_serde(heads).name
+    return catalogue.detect_serde(heads).name
 
 
-def _learn_sizes(spec: StoreSpec, source: Source, serde: str) -> SizeLearner:
+def _learn_sizes(spec: StoreSpec, source: Source, serde: catalogue.Serde) -> SizeLearner:
     """The first pass: every object's payload size, per group."""
     learner = SizeLearner()
     for page in source.pages():
         for entry in page:
             if entry.kind != "object" or entry.size == 0:
                 continue
-            key, _ = key_of(spec.adapter, entry.name, spec.key_prefix)
+            key, _ = key_of(spec.row.form, entry.name, spec.key_prefix)
             if key is not None:
-                learner.add((key.model_name, key.object_group_id), payload_size(serde, entry.size))
+                learner.add((key.model_name, key.object_group_id), serde.payload_size(entry.size))
     return learner
 
 
 def _plan(spec: StoreSpec, source: Source, settings: Settings) -> tuple[Plan, bool]:
     detected = spec.serde is None
     serde_spec = spec.serde or SerdeSpec(_detect(spec, source))
-    serde = serde_spec.type
+    row = serde_spec.row
     keys = None
-    if serde == "aesgcm" and serde_spec.master_key_path is not None:
+    if row.check is Check.TAG and serde_spec.master_key_path is not None:
         keys = AesGcmKeys.from_file(serde_spec.master_key_path, serde_spec.aes_bits)
     sizes: dict[Group, SizeRule] = {}
     default = None
-    if serde != "lmckv":
+    if row.check is not Check.BLOB:  # a blob records its own sizes
         given = settings.object_bytes
         if None in given:
             default = SizeRule(given[None], settings.chunk_tokens, learned=False)
         else:
-            sizes = _learn_sizes(spec, source, serde).rules(settings.chunk_tokens)
+            sizes = _learn_sizes(spec, source, row).rules(settings.chunk_tokens)
         for (model, group), _ in list(sizes.items()):
             if group in given:
                 sizes[(model, group)] = SizeRule(given[group], settings.chunk_tokens, False)
     plan = Plan(
-        spec, serde, keys, sizes, default, settings.max_object_bytes, settings.temp_age_s,
+        spec, row, keys, sizes, default, settings.max_object_bytes, settings.temp_age_s,
         time.time(),
     )  # fmt: skip
     return plan, detected
@@ -400,7 +399,7 @@ def check_store(
     settings = settings or Settings()
     source = _source(spec)
     plan, detected = _plan(spec, source, settings)
-    report = Report(spec, plan.serde, detected)
+    report = Report(spec, plan.row.name, detected)
     deadline = None if settings.time_limit_s is None else time.monotonic() + settings.time_limit_s
     for verdicts in _checked_pages(plan, source.pages(), executor, workers):
         for verdict in verdicts:

@@ -26,8 +26,9 @@ store and object, whether L1 reserved it, and the sha256 and length of the bytes
 
 ``read`` prefetches each object on its own (``fetching_policy="full"``) and reads it from L1.
 OUT.json reports, per store and object, hit or miss and whether the bytes equal those expected.
-Under the ``fp8`` serde the expected bytes are the written tensor cast to float8_e4m3fn and
-back: the serde is a plain cast.
+Under a serde that casts each element (PLAN.json's ``casts``, one torch dtype name or "" per
+spec, from lmckv's catalogue) the expected bytes are the written tensor cast to that dtype and
+back.
 
 ``probe`` reads objects of the one store of PLAN.json like ``read``, in ``sessions`` (lists of
 object indexes), each through a StorageManager of its own (so that what one session's damage
@@ -104,6 +105,11 @@ class Plan:
     timeout_s: float
     start: int = 0
     sessions: list[list[int]] = field(default_factory=list)
+    #: Per spec, the dtype its serde casts each element to and back ("": none).
+    casts: list[str] = field(default_factory=list)
+
+    def cast(self, spec: int) -> str:
+        return self.casts[spec] if spec < len(self.casts) else ""
 
     @staticmethod
     def load(path: Path) -> Plan:
@@ -112,16 +118,11 @@ class Plan:
         objects = [PlanObject.from_json(o) for o in raw["objects"]]
         specs = [str(spec) for spec in raw["specs"]]
         sessions = [[int(i) for i in row] for row in raw.get("sessions", [])]
+        casts = [str(c) for c in raw.get("casts", [])]
         return Plan(
             specs=specs, objects=objects, timeout_s=float(raw["timeout_s"]),
-            start=int(raw.get("start", 0)), sessions=sessions,
+            start=int(raw.get("start", 0)), sessions=sessions, casts=casts,
         )  # fmt: skip
-
-
-def serde_type(spec: str) -> str:
-    """The ``serde`` type of ``spec`` ("" when it has none)."""
-    serde = json.loads(spec).get("serde")
-    return str(serde.get("type", "")) if isinstance(serde, dict) else ""
 
 
 def _api() -> Any:
@@ -163,11 +164,12 @@ def tensor_bytes(tensor: torch.Tensor) -> bytes:
     return bytes(tensor.contiguous().view(torch.uint8).flatten().numpy().tobytes())
 
 
-def expected_read_bytes(obj: PlanObject, serde: str) -> bytes:
-    """What a read of ``obj`` must give back: the written bytes, cast through fp8 under fp8."""
+def expected_read_bytes(obj: PlanObject, cast: str) -> bytes:
+    """What a read of ``obj`` must give back: the written bytes, cast to the dtype named
+    ``cast`` and back where the serde casts ("": as written)."""
     data = fill(obj)
-    if serde == "fp8":
-        data = data.to(torch.float8_e4m3fn).to(data.dtype)
+    if cast:
+        data = data.to(getattr(torch, cast)).to(data.dtype)
     return tensor_bytes(data)
 
 
@@ -276,7 +278,7 @@ def write(plan: Plan, out: Path) -> None:
 
 def read(plan: Plan, out: Path) -> None:
     """Read back every object of ``plan`` from each store; OUT.json says what came back."""
-    result = {"stores": [read_one(spec, plan) for spec in plan.specs]}
+    result = {"stores": [read_one(spec, plan.cast(i), plan) for i, spec in enumerate(plan.specs)]}
     out.write_text(json.dumps(result), encoding="utf-8")
 
 
@@ -289,7 +291,7 @@ def probe(plan: Plan, out: Path) -> None:
     its own while the next session reads; the worker waits CLOSE_WAIT_S at most for them
     all, then ends."""
     (spec,) = plan.specs
-    serde = serde_type(spec)
+    cast = plan.cast(0)
     closing: list[threading.Thread] = []
     try:
         with out.open("a", encoding="utf-8") as lines:
@@ -297,7 +299,7 @@ def probe(plan: Plan, out: Path) -> None:
                 manager = build_manager(spec)
                 try:
                     for index in plan.sessions[session]:
-                        row = _probe_one(manager, plan, index, serde)
+                        row = _probe_one(manager, plan, index, cast)
                         lines.write(json.dumps({"session": session, "index": index, **row}))
                         lines.write("\n")
                         lines.flush()
@@ -312,23 +314,22 @@ def probe(plan: Plan, out: Path) -> None:
             thread.join(max(0.0, deadline - time.monotonic()))
 
 
-def _probe_one(manager: Any, plan: Plan, index: int, serde: str) -> dict[str, Any]:
+def _probe_one(manager: Any, plan: Plan, index: int, cast: str) -> dict[str, Any]:
     """One read of ``probe``: what :func:`_prefetch_and_compare` saw, or the error LMCache
     raised (the observation)."""
     try:
-        return _prefetch_and_compare(manager, plan.objects[index], index, plan.timeout_s, serde)
+        return _prefetch_and_compare(manager, plan.objects[index], index, plan.timeout_s, cast)
     except Exception as exc:
         text = f"{type(exc).__name__}: {exc}"[:300]
         return {"outcome": "error", "hit": False, "exact": False, "error": text}
 
 
-def read_one(spec: str, plan: Plan) -> dict[str, Any]:
+def read_one(spec: str, cast: str, plan: Plan) -> dict[str, Any]:
     """Prefetch and read back every object of ``plan``, one at a time, through a
-    StorageManager with ``spec``; what came back."""
-    serde = serde_type(spec)
+    StorageManager with ``spec`` (whose serde casts to ``cast``); what came back."""
     with storage_manager(spec) as manager:
         results = [
-            _prefetch_and_compare(manager, obj, index, plan.timeout_s, serde)
+            _prefetch_and_compare(manager, obj, index, plan.timeout_s, cast)
             for index, obj in enumerate(plan.objects)
         ]
     return {"objects": results}
@@ -343,7 +344,7 @@ def reserve_write(manager: Any, keys: list[Any], layout_desc: Any) -> dict[Any, 
 
 
 def _prefetch_and_compare(
-    manager: Any, obj: PlanObject, index: int, timeout_s: float, serde: str
+    manager: Any, obj: PlanObject, index: int, timeout_s: float, cast: str
 ) -> dict[str, Any]:
     """Prefetch ``obj`` into L1, compare its bytes, then drop it from L1 again (so that no
     read is served by an earlier one). Releases up to 0.5.5 describe a prefetch with a
@@ -368,7 +369,7 @@ def _prefetch_and_compare(
         found = result.hit_cells[0] if owners is not None else result
         if result is None or not found.test(0):
             return {"outcome": "miss", "hit": False, "exact": False}
-        return _compare_hit(manager, key, owners, expected_read_bytes(obj, serde))
+        return _compare_hit(manager, key, owners, expected_read_bytes(obj, cast))
     finally:
         manager.delete_l1_keys([key])
 

@@ -6,8 +6,8 @@ writes the planned objects. It then looks into each store from outside LMCache
 (:func:`missing_objects`). :func:`read_back_stores` prefetches the objects again in another
 fresh process. Each worker leads its own process group, which is killed on timeout and on
 every other exit path. :func:`expected_names` gives the names the objects must have in a
-store, in lmckv's reference key forms: KEY-FS-FORM for ``fs``/``fs_native``, KEY-STRING-FORM
-for ``resp``/``valkey``/``s3``, and ``<key_prefix>@`` in front for ``valkey``.
+store, in lmckv's reference key forms: the form of the adapter's catalogue row (KEY-FS-FORM or
+KEY-STRING-FORM), with ``<key_prefix>@`` in front where the adapter takes a prefix.
 
 The worker hands LMCache one layout at a time (:func:`.lmcache_worker.write` says why): the
 ``resp`` adapter loses every object of a store batch that mixes layouts. lmcache 0.5.6 and
@@ -30,15 +30,14 @@ from typing import Any
 
 from lmckv.base import process_groups
 
-from ...reference_impl.keys import ObjectKey, object_key_to_filename, object_key_to_string
+from ...reference_impl.keys import ObjectKey
 from ...reference_impl.keys.kv_rank import compute_kv_rank
-from .servers import resp_line
-from .spec import FILE_ADAPTERS
+from . import catalogue
+from .sources import sizes
+from .spec import from_l2_adapter, open_source
 
 #: Bytes per element of the dtypes a plan may use (floating: the worker fills from randn).
 DTYPE_SIZES = {"bfloat16": 2, "float16": 2, "float32": 4}
-#: Adapters whose objects are named in the string form (the file adapters: FILE_ADAPTERS).
-STRING_ADAPTERS = ("resp", "valkey", "s3")
 #: Seconds the worker waits for LMCache at each step (flush, each prefetch).
 STEP_TIMEOUT_S = 20.0
 #: :func:`probe_store`: seconds LMCache's wait gets per object (a damaged object of a few KiB
@@ -164,14 +163,9 @@ def expected_names(
     adapter_type: str, plan: Sequence[PlannedObject], key_prefix: str = ""
 ) -> list[str]:
     """The name each object of ``plan`` has in a store of ``adapter_type``, in plan order."""
-    if adapter_type in FILE_ADAPTERS:
-        return [object_key_to_filename(o.key()) for o in plan]
-    if adapter_type not in STRING_ADAPTERS:
-        raise ValueError(f"no name form known for adapter type {adapter_type!r}")
-    names = [object_key_to_string(o.key()) for o in plan]
-    if adapter_type == "valkey" and key_prefix:
-        return [f"{key_prefix}@{name}" for name in names]
-    return names
+    row = catalogue.adapter(adapter_type)
+    prefix = key_prefix if row.key_prefix else ""
+    return [row.form.name_of(o.key(), prefix) for o in plan]
 
 
 def write_stores(
@@ -320,20 +314,23 @@ def _read_object(obj: PlannedObject, row: dict[str, Any] | None) -> ReadObject:
 
 
 def missing_objects(spec: str, plan: Sequence[PlannedObject]) -> list[PlannedObject]:
-    """The objects of ``plan`` that the store of ``spec`` does not hold, looked up from outside
-    LMCache: a file of ``base_path`` (fs, fs_native) or ``EXISTS`` (resp). Other adapters are
-    not looked into (S3 needs signed requests): none of their objects counts as missing."""
-    fields = json.loads(spec)
-    adapter = fields["type"]
-    names = expected_names(adapter, plan) if adapter in (*FILE_ADAPTERS, "resp") else []
-    if adapter in FILE_ADAPTERS:
-        held = [(Path(fields["base_path"]) / name).is_file() for name in names]
-    elif adapter == "resp":
-        host, port = str(fields["host"]), int(fields["port"])
-        held = [resp_line(host, port, "EXISTS", name) == b":1" for name in names]
-    else:
-        return []
-    return [o for o, found in zip(plan, held, strict=True) if not found]
+    """The objects of ``plan`` that the store of ``spec`` does not hold, listed from outside
+    LMCache with the adapter's own client (:mod:`.sources`)."""
+    store = from_l2_adapter(spec)
+    source = open_source(store)
+    try:
+        held = sizes(source)
+    finally:
+        source.close()
+    names = expected_names(store.adapter, plan, store.key_prefix)
+    return [o for o, name in zip(plan, names, strict=True) if name not in held]
+
+
+def serde_cast(spec: str) -> str:
+    """The dtype the serde of ``spec`` casts each element to and back ("": none)."""
+    serde = json.loads(spec).get("serde")
+    name = str(serde.get("type")) if isinstance(serde, dict) else catalogue.NONE.name
+    return catalogue.serde(name).cast or ""
 
 
 def _check_plan(plan: Sequence[PlannedObject]) -> None:
@@ -370,10 +367,12 @@ def _write_plan(
     start: int = 0,
     sessions: Sequence[Sequence[int]] = (),
 ) -> None:
-    """The worker's PLAN.json in ``work``."""
+    """The worker's PLAN.json in ``work``; per spec, the dtype its serde casts to (the
+    serde's catalogue row), so that the worker knows what a read must give back."""
     doc = {
         "specs": list(specs), "objects": [o.to_json() for o in plan], "timeout_s": wait_s,
         "start": start, "sessions": [list(s) for s in sessions],
+        "casts": [serde_cast(spec) for spec in specs],
     }  # fmt: skip
     (work / "plan.json").write_text(json.dumps(doc), encoding="utf-8")
 

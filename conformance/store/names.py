@@ -13,6 +13,7 @@ same string: a name two keys could share, or one no key writes, is no object's.
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import Enum
 
 from lmckv.base.untrusted_text import shown
 
@@ -25,7 +26,6 @@ from ...reference_impl.keys import (
     string_to_object_key,
 )
 from ...reference_impl.keys.fs_form import FILE_EXT
-from .spec import FILE_ADAPTERS
 
 #: The suffix fs and fs_native write a file under before renaming it (an unfinished write).
 TEMP_SUFFIX = ".tmp"
@@ -33,11 +33,30 @@ TEMP_SUFFIX = ".tmp"
 ADAPTER_FILES = frozenset({".lmcache_disk_uuid", ".lmcache_disk_uuid.lock"})
 
 
-def key_of(adapter: str, name: str, key_prefix: str = "") -> tuple[ObjectKey | None, str]:
-    """The ObjectKey ``name`` is the name of under ``adapter``'s form, else (None, why)."""
+class NameForm(Enum):
+    """How an adapter names an object, by the rule that states the form (each adapter's
+    catalogue row says which)."""
+
+    FILE = "KEY-FS-FORM"
+    STRING = "KEY-STRING-FORM"
+
+    @property
+    def rule(self) -> str:
+        return self.value
+
+    def name_of(self, key: ObjectKey, key_prefix: str = "") -> str:
+        """The name ``key``'s object has in this form (after ``<key_prefix>@``, if any)."""
+        if self is NameForm.FILE:
+            return object_key_to_filename(key)
+        name = object_key_to_string(key)
+        return f"{key_prefix}@{name}" if key_prefix else name
+
+
+def key_of(form: NameForm, name: str, key_prefix: str = "") -> tuple[ObjectKey | None, str]:
+    """The ObjectKey ``name`` is the name of in ``form``, else (None, why)."""
     read: Callable[[str], ObjectKey] = parse_object_key_filename
     write: Callable[[ObjectKey], str] = object_key_to_filename
-    if adapter not in FILE_ADAPTERS:
+    if form is NameForm.STRING:
         read, write = string_to_object_key, object_key_to_string
         if key_prefix:
             head, sep, name = name.partition("@")

@@ -61,6 +61,10 @@ class ServerError(RuntimeError):
     """A server that would not start; the message names its log."""
 
 
+class StoreUnavailable(RuntimeError):
+    """A store that cannot be opened on this machine; the message says what is missing."""
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

@@ -1,7 +1,9 @@
 """Reading a store with independent, well-kept clients, never through LMCache's adapter code
 (which is what a check checks): the file system's own calls, redis-py, boto3.
 
-A store is listed in pages (a directory read in pieces, Redis ``SCAN`` cursors, S3
+Each client both reads (fsck) and writes (the tests that damage a store, the store-path
+benchmark's direct limits): ``get``, ``put`` and ``delete`` one entry by name, ``sizes`` of
+every entry. A store is listed in pages (a directory read in pieces, Redis ``SCAN`` cursors, S3
 ``ListObjectsV2`` continuation tokens), so that memory does not grow with the number of
 objects and a page is a unit of work for a pool of processes or a Dask cluster. An object that
 vanishes between its listing and its reading (LMCache evicts while a check runs) raises
@@ -19,8 +21,8 @@ from dataclasses import dataclass
 from io import BufferedIOBase
 from typing import Any, Protocol
 
+from .locations import FileLocation, RedisLocation, S3Location
 from .names import ADAPTER_FILES, TEMP_SUFFIX, is_object_file
-from .spec import FileLocation, RedisLocation, S3Location, StoreSpec
 
 #: Entries per page of a listing, at most.
 PAGE_SIZE = 1000
@@ -58,7 +60,7 @@ class Entry:
 
 
 class Source(Protocol):
-    """A store's listing and its objects' bytes."""
+    """A store's listing and its objects' bytes, read and written by name."""
 
     def pages(self) -> Iterator[list[Entry]]: ...
 
@@ -67,7 +69,24 @@ class Source(Protocol):
         stream; a server is asked for no more than that."""
         ...
 
+    def get(self, name: str) -> bytes:
+        """Every byte stored under ``name``; ObjectGone when there is none."""
+        ...
+
+    def put(self, name: str, data: bytes) -> None:
+        """Store ``data`` under ``name``."""
+        ...
+
+    def delete(self, name: str) -> None:
+        """Remove ``name``."""
+        ...
+
     def close(self) -> None: ...
+
+
+def sizes(source: Source) -> dict[str, int]:
+    """Every entry's name and size but directories (an unfinished write's too)."""
+    return {e.name: e.size for page in source.pages() for e in page if e.kind != "directory"}
 
 
 class FileSource:
@@ -140,6 +159,20 @@ class FileSource:
             raise ObjectUnreadable(0, "not a regular file any more")
         return f
 
+    def get(self, name: str) -> bytes:
+        with self.open(Entry(name, 0), 0) as f:
+            return f.read()
+
+    def put(self, name: str, data: bytes) -> None:
+        with open(os.path.join(self.location.base_path, name), "wb") as f:
+            f.write(data)
+
+    def delete(self, name: str) -> None:
+        try:
+            os.unlink(os.path.join(self.location.base_path, name))
+        except FileNotFoundError:
+            raise ObjectGone(name) from None
+
     def close(self) -> None:
         pass
 
@@ -207,6 +240,18 @@ class RedisSource:
             raise StoreUnreachable(f"reading {entry.name!r} failed: {exc}") from None
         assert isinstance(data, bytes)
         return io.BytesIO(data)
+
+    def get(self, name: str) -> bytes:
+        data = self.client.get(name.encode("utf-8", "surrogateescape"))
+        if not isinstance(data, bytes):
+            raise ObjectGone(name)
+        return data
+
+    def put(self, name: str, data: bytes) -> None:
+        self.client.set(name.encode("utf-8", "surrogateescape"), data)
+
+    def delete(self, name: str) -> None:
+        self.client.delete(name.encode("utf-8", "surrogateescape"))
 
     def close(self) -> None:
         self.client.close()
@@ -280,6 +325,24 @@ class S3Source:
         finally:
             body.close()
 
+    def get(self, name: str) -> bytes:
+        import botocore.exceptions
+
+        try:
+            reply = self.client.get_object(Bucket=self.location.bucket, Key=self.prefix + name)
+        except botocore.exceptions.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                raise ObjectGone(name) from None
+            raise ObjectUnreadable(0, str(exc)) from None
+        data: bytes = reply["Body"].read()
+        return data
+
+    def put(self, name: str, data: bytes) -> None:
+        self.client.put_object(Bucket=self.location.bucket, Key=self.prefix + name, Body=data)
+
+    def delete(self, name: str) -> None:
+        self.client.delete_object(Bucket=self.location.bucket, Key=self.prefix + name)
+
     def close(self) -> None:
         self.client.close()
 
@@ -308,13 +371,3 @@ def _paged(entries: Iterator[Entry]) -> Iterator[list[Entry]]:
             page, listed = [], 0
     if page:
         yield page
-
-
-def open_source(spec: StoreSpec) -> Source:
-    """The reader of ``spec``'s store; StoreUnreachable when it cannot be listed."""
-    location = spec.location
-    if isinstance(location, FileLocation):
-        return FileSource(location)
-    if isinstance(location, RedisLocation):
-        return RedisSource(location)
-    return S3Source(location)

@@ -15,8 +15,10 @@ import pytest
 
 from ..core.rules import RULES
 from ..drivers.base import Driver
+from ..store import catalogue
 from ..store.fsck import Settings, check_store, close_sources
-from ..store.spec import FileLocation, SerdeSpec, StoreSpec
+from ..store.locations import FileLocation
+from ..store.spec import SerdeSpec, StoreSpec
 from .codec_cases import encode_cached
 from .matrix import matrix_cases
 from .verdicts import expect_ok, require
@@ -47,7 +49,8 @@ def _store_problems(impl: Driver) -> list[dict[str, object]]:
                 continue
             name = expect_ok(impl.call("key.fs.write", **key), f"key.fs.write {key}")["filename"]
             (directory / name).write_bytes(encoded["blob"])
-        spec = StoreSpec("fs", FileLocation(directory), SerdeSpec("lmckv"))
+        lmckv = SerdeSpec(catalogue.LMCKV.name)
+        spec = StoreSpec(catalogue.FS.name, FileLocation(directory), lmckv)
         report = check_store(spec, Settings())
         try:
             _PROBLEMS[impl.name] = list(report.problems())

@@ -28,21 +28,22 @@ from lmckv.base.untrusted_text import shown
 
 from ..core import observations
 from ..drivers.base import Driver
+from ..store import catalogue
 from ..store.fault_run import AdapterRun, run_adapter
 from ..store.faults import (
-    ADAPTERS,
     AFTER,
     AGAIN,
     BEFORE,
     BY_NAME,
     DAMAGED,
     FAULTS,
-    SERDES,
+    adapters,
     neighbours_verdict,
+    serdes,
     verdict,
 )
 from ..store.lmcache_writer import StoreWriteError
-from ..store.views import StoreUnavailable
+from ..store.servers import StoreUnavailable
 from .verdicts import require
 
 #: The capability a release needs (conformance/drivers/upstream_driver.py).
@@ -55,13 +56,13 @@ TARGET_READ, NEIGHBOURS = "target", "neighbours"
 _RUNS: dict[str, AdapterRun | str] = {}
 
 
-def _cells() -> list[object]:
-    """adapter x serde x fault, each judged twice: by the fault's rule and by
-    STORE-LOAD-NEIGHBOURS."""
+def fault_cells() -> list[object]:
+    """adapter x serde x fault of the catalogue's fault-suite rows, each judged twice: by the
+    fault's rule and by STORE-LOAD-NEIGHBOURS."""
     cells: list[object] = []
-    for adapter in ADAPTERS:
+    for adapter in adapters():
         group = pytest.mark.xdist_group(f"store-load-{adapter}")
-        for serde in SERDES:
+        for serde in serdes():
             for fault in (f for f in FAULTS if f.applies(adapter)):
                 for rule, judged in ((fault.rule, TARGET_READ), (NEIGHBOURS_RULE, NEIGHBOURS)):
                     marks = [pytest.mark.rule(rule), group]
@@ -90,7 +91,7 @@ def _run(adapter: str) -> AdapterRun:
     return run
 
 
-@pytest.mark.parametrize(("adapter", "serde", "fault", "judged"), _cells())
+@pytest.mark.parametrize(("adapter", "serde", "fault", "judged"), fault_cells())
 def test_store_load(
     impl: Driver,
     adapter: str,
@@ -123,19 +124,14 @@ def test_store_load(
         pytest.fail(f"{adapter} with {serde}, object {damaged.does}: {why}", False)
 
 
-#: The name form of each adapter's objects.
-NAME_RULE = {
-    "fs": "KEY-FS-FORM", "fs_native": "KEY-FS-FORM", "resp": "KEY-STRING-FORM",
-    "s3": "KEY-STRING-FORM",
-}  # fmt: skip
-
-
 def _name_cells() -> list[object]:
+    """Each adapter's names both ways, judged by the rule of its name form."""
     cells: list[object] = []
-    for adapter in ADAPTERS:
+    for adapter in adapters():
         group = pytest.mark.xdist_group(f"store-load-{adapter}")
+        rule = catalogue.adapter(adapter).form.rule
         for way in ("written", "served"):
-            marks = [pytest.mark.rule(NAME_RULE[adapter]), group]
+            marks = [pytest.mark.rule(rule), group]
             cells.append(pytest.param(adapter, way, marks=marks, id=f"{adapter}-{way}"))
     return cells
 
