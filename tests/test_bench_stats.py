@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from lmckv.bench.throughput.stats import gbps, quantile, summarize
+from lmckv.bench.common.quantiles import quantile
+from lmckv.bench.throughput.stats import gbps, summarize
 from lmckv.bench.throughput.timing import Timed, calibrate, run_interleaved
 
 

@@ -5,7 +5,8 @@ correlated with their neighbours, so resampling single tokens would understate t
 uncertainty. The tokens are cut into equal blocks (16 consecutive tokens, none spanning two
 windows) and whole blocks are resampled with replacement (the non-overlapping block
 bootstrap, Carlstein 1986; Efron & Tibshirani 1993, ch. 13): a statistic of the mean of the
-block means, ``REPLICATES`` draws, the 2.5 and 97.5 percentiles (Efron's percentile interval).
+block means, ``REPLICATES`` draws, the 2.5 and 97.5 percentiles (Efron's percentile interval;
+lmckv's one quantile definition, ``bench.common.quantiles``, which is numpy's default).
 A fixed seed makes the interval reproducible; paired comparisons resample the same block
 indices for both variants.
 """
@@ -16,6 +17,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
+
+from ..common.quantiles import quantiles
 
 REPLICATES = 2000
 LEVEL = 0.95
@@ -37,7 +40,7 @@ def interval(
     values = np.asarray(blocks, dtype=np.float64)
     means = np.concatenate([[values.mean()], values[_draws(len(values), seed)].mean(axis=1)])
     stats = transform(means) if transform is not None else means
-    low, high = np.quantile(stats[1:], [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
+    low, high = quantiles(stats[1:].tolist(), ((1 - LEVEL) / 2, (1 + LEVEL) / 2))
     estimate = float(stats[0])
     return estimate, float(low), float(high)
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 import torch
 
 from .model_folder import (
@@ -78,16 +79,9 @@ def revision_hash(files: list[Path]) -> str:
 
 
 def available_memory() -> int:
-    """Bytes of memory available to a new allocation: Linux's MemAvailable, else the free
-    physical pages."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    """Bytes of memory available to a new allocation without swapping: psutil's
+    ``virtual_memory().available`` (Linux's MemAvailable, the platform's estimate elsewhere)."""
+    return int(psutil.virtual_memory().available)
 
 
 @contextlib.contextmanager

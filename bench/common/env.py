@@ -3,17 +3,21 @@
 CPU model and usable cores, Python, torch, platform, the lmckv git commit and the lmcache
 version, and the short form of the GPU (name, driver, memory) from the machine record
 (``bench.common.machine``, where the GPU is found by torch's device UUID).
+
+Process and machine figures come from psutil (the usable cores: this process's CPU
+affinity). psutil does not give the CPU's model name, so that one alone is still read from
+Linux's ``/proc/cpuinfo`` (its ``model name`` line), else ``platform.processor()``.
 """
 
 from __future__ import annotations
 
-import os
 import platform
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import psutil
 import torch
 
 from lmckv.base.lmcache_release import installed_version
@@ -24,7 +28,8 @@ REPO_ROOT = checkout_root()
 
 
 def cpu_model() -> str:
-    """``model name`` from /proc/cpuinfo, else ``platform.processor()``, else "unknown"."""
+    """``model name`` from /proc/cpuinfo (psutil has no model name), else
+    ``platform.processor()``, else "unknown"."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:
             for line in fh:
@@ -36,11 +41,12 @@ def cpu_model() -> str:
 
 
 def cpu_count() -> int:
-    """Cores this process may run on (its affinity mask), else ``os.cpu_count()``."""
+    """Cores this process may run on (its affinity, psutil's ``Process().cpu_affinity()``),
+    else the logical CPUs (where affinity is unknown: macOS), else 1."""
     try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+        return len(psutil.Process().cpu_affinity()) or psutil.cpu_count() or 1
+    except (AttributeError, psutil.Error, OSError):  # AttributeError: no affinity here
+        return psutil.cpu_count() or 1
 
 
 def git_commit(repo: Path | None = REPO_ROOT) -> str | None:

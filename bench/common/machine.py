@@ -6,7 +6,7 @@ which machine that was, beyond the software ``env``:
 - ``host_id``: SHA-256 of ``/etc/machine-id`` (else of ``/var/lib/dbus/machine-id``, else
   of the host name), first 16 hex digits: identifies the host without publishing the id;
 - CPU model, the cores this process may use and the host's logical CPUs, the cpufreq
-  governor of CPU 0 where readable, and RAM (``MemTotal``);
+  governor of CPU 0 where readable, and RAM (psutil's total, Linux's ``MemTotal``);
 - the GPU torch uses (``bench.common.nvml.gpu_record``: found in NVML by torch's device UUID,
   never by index), or null.
 
@@ -24,6 +24,8 @@ import os
 import socket
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from .env import cpu_count, cpu_model
 from .nvml import gpu_record
@@ -57,13 +59,13 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def ram_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
-    """Total RAM from ``MemTotal`` (kB), or None where unreadable."""
-    text = _read(meminfo)
-    for line in (text or "").splitlines():
-        if line.startswith("MemTotal:"):
-            return int(line.split()[1]) * 1024
-    return None
+def ram_bytes() -> int | None:
+    """Total RAM, bytes: psutil's ``virtual_memory().total`` (Linux's ``MemTotal``), or None
+    where unreadable."""
+    try:
+        return int(psutil.virtual_memory().total)
+    except (OSError, RuntimeError):
+        return None
 
 
 def machine_record(device_index: int | None = None) -> dict[str, Any]:

@@ -35,6 +35,7 @@ import pandas as pd
 
 from ..accuracy.bootstrap import paired_difference
 from ..accuracy.families import REALISTIC, STRESS, family_role
+from ..common.quantiles import quantiles
 from ..common.scopes import out_of_band, scope_rank
 
 MAX_ENCODE_COST = 0.25
@@ -88,7 +89,7 @@ def _quartile_gbps(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
                 else row.get("samples_s")
             )
             if isinstance(flat, list) and flat:
-                q25, q75 = (float(q) for q in np.quantile(np.asarray(flat, float), [0.25, 0.75]))
+                q25, q75 = quantiles(flat, (0.25, 0.75))
         size = row.get("bytes")
         if _number(size) and _number(q25) and _number(q75) and min(q25, q75) > 0:
             low.append(float(size) / float(q75) / 1e9)

@@ -3,9 +3,12 @@
 For each attack a fresh server is started on a free 127.0.0.1 port; one attacker thread
 runs the attack for ``duration_s`` seconds beside a canary client, which every
 ``CANARY_GAP_S`` seconds opens a connection and does one round trip (PUT a 4 KiB value,
-GET it back, compare). A row records the canary's success rate and p99 latency, and the
-server's peak RSS (VmHWM) against its capacity and stated memory bound (PROTO-SRV-MEMORY),
-its peak threads and open file descriptors (sampled from /proc/PID every 50 ms).
+GET it back, compare). A row records the canary's success rate and p99 latency (lmckv's
+one quantile definition, ``bench.common.quantiles``), and the server's peak RSS against its
+capacity and stated memory bound (PROTO-SRV-MEMORY), its peak threads and open file
+descriptors (psutil's, sampled every 50 ms during the attack and once at its end:
+``load.ProcessPeaks``). The peak RSS is the kernel's high-water mark (VmHWM,
+``lmckv.base.memory_peaks``); it is null when the server died.
 
 Attacks, each bounded in sockets and time (SPEC "Bounds a peer cannot stretch"):
 
@@ -27,7 +30,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
-import os
 import random
 import socket
 import struct
@@ -41,7 +43,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .load import percentile, proc_status_kb, write_rows
+from lmckv.base.memory_peaks import memory_peaks
+
+from ..common.quantiles import quantile_or_none
+from .load import ProcessPeaks, write_rows
 
 ATTACKS = ("none", "idle-flood", "slow-headers", "stalled-payloads", "unread-replies", "garbage")
 CANARY_GAP_S = 0.05
@@ -273,27 +278,6 @@ class _Canary(threading.Thread):
             time.sleep(CANARY_GAP_S)
 
 
-class _ProcSampler(threading.Thread):
-    """Peak threads and open descriptors of a process, from /proc, every 50 ms."""
-
-    def __init__(self, pid: int, deadline: float) -> None:
-        super().__init__(daemon=True)
-        self.pid, self.deadline = pid, deadline
-        self.peak_threads = 0
-        self.peak_fds = 0
-
-    def run(self) -> None:
-        while time.monotonic() < self.deadline:
-            try:
-                self.peak_fds = max(self.peak_fds, len(os.listdir(f"/proc/{self.pid}/fd")))
-                self.peak_threads = max(
-                    self.peak_threads, (proc_status_kb(self.pid, "Threads") or 0)
-                )
-            except OSError:
-                return
-            time.sleep(0.05)
-
-
 class _Server:
     """A server process on a free loopback port, in its own process group."""
 
@@ -351,22 +335,24 @@ def run_attack(attack: str, plan: HostilePlan, impl: str = "reference-server") -
     server = _Server(plan)
     try:
         deadline = time.monotonic() + plan.duration_s
-        sampler = _ProcSampler(server.proc.pid, deadline + 1)
+        sampler = ProcessPeaks(server.proc.pid, deadline + 1 - time.monotonic(), every=0.05)
         attacker = _Attack(attack, server.address, plan, deadline)
         sampler.start()
         attacker.start()
         time.sleep(min(0.5, plan.duration_s / 4))  # the attack takes hold first
         canary = _Canary(server.address, deadline)
         canary.start()
-        for thread in (canary, attacker, sampler):
+        for thread in (canary, attacker):
             thread.join(plan.duration_s + 30)
+        sampler.stop_event.set()
+        sampler.join(5)
         alive = server.proc.poll() is None
-        hwm_kb = proc_status_kb(server.proc.pid, "VmHWM") if alive else None
-        hwm = None if hwm_kb is None else hwm_kb * 1024
+        peaks = memory_peaks(server.proc.pid) if alive else None
+        peak_rss = None if peaks is None else peaks.resident
     finally:
         server.close()
     turns = len(canary.latencies) + len(canary.failures)
-    p99 = percentile(sorted(canary.latencies), 0.99)
+    p99 = quantile_or_none(canary.latencies, 0.99)
     bound = memory_bound(plan)
     return {
         "kind": "hostile",
@@ -381,9 +367,9 @@ def run_attack(attack: str, plan: HostilePlan, impl: str = "reference-server") -
         "canary_success": len(canary.latencies) / turns if turns else None,
         "canary_p99_ms": None if p99 is None else p99 * 1e3,
         "canary_first_failure": canary.failures[0] if canary.failures else None,
-        "peak_rss_bytes": hwm,
+        "peak_rss_bytes": peak_rss,
         "memory_bound_bytes": bound,
-        "within_bound": None if hwm is None or bound is None else hwm <= bound,
+        "within_bound": None if peak_rss is None or bound is None else peak_rss <= bound,
         "peak_threads": sampler.peak_threads or None,
         "peak_fds": sampler.peak_fds or None,
         "server_alive": alive,

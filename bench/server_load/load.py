@@ -3,10 +3,12 @@
 N clients (threads, one connection each, the reference client) each run up to M round
 trips: PUT a value under one of a few keys of their own, then GET it back and compare it
 byte for byte. A round trip is two requests. Per server and value size the row records
-requests/s, payload bytes/s (both directions), p50/p99 round-trip latency, the server's
-peak RSS (VmHWM) and peak thread count (sampled every 20 ms), and how many values were
-verified. A size stops at M round trips per client or at the time cap, whichever comes
-first. Servers are started on a free loopback port and stopped by PID.
+requests/s, payload bytes/s (both directions), p50/p99 round-trip latency (lmckv's one
+quantile definition, ``bench.common.quantiles``), the server's peak RSS (its high-water mark,
+``lmckv.base.memory_peaks``) and peak thread count (psutil's, sampled every 20 ms:
+:class:`ProcessPeaks`), and how many values were verified. A size stops at M round trips per
+client or at the time cap, whichever comes first. Servers are started on a free loopback port
+and stopped by PID.
 
 Value sizes are KV_2LTD bfloat16 slices of one layer with 8 KV heads x 128 dims: a 16-token
 page (64 KiB) to a 256-token chunk (1 MiB).
@@ -23,6 +25,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import psutil
+
+from lmckv.base.memory_peaks import memory_peaks
+
+from ..common.quantiles import quantile_or_none
 
 HIDDEN = 8 * 128  # KV heads x head dim
 #: name -> tokens: [2, 1, tokens, HIDDEN] bfloat16.
@@ -45,47 +53,42 @@ def _value_bytes(size: str) -> int:
     return 2 * SIZES[size] * HIDDEN * 2
 
 
-def percentile(sorted_values: list[float], q: float) -> float | None:
-    if not sorted_values:
-        return None
-    index = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
-    return sorted_values[index]
+class ProcessPeaks(threading.Thread):
+    """The largest thread count and number of open file descriptors of process ``pid``
+    (psutil's ``num_threads()``, ``num_fds()``), sampled at once, every ``every`` s, and once
+    more when stopped; at most ``limit`` s. Sampling ends when the process is gone (``gone``;
+    a zombie too) or unreadable: the peaks seen so far stay. 0: never sampled. (Memory peaks
+    are the kernel's high-water marks: ``lmckv.base.memory_peaks``.)"""
 
-
-class _Sampler(threading.Thread):
-    """Peak thread count of a process, from /proc, until stopped (at most ``limit`` s)."""
-
-    def __init__(self, pid: int | None, limit: float) -> None:
+    def __init__(self, pid: int | None, limit: float, every: float = 0.02) -> None:
         super().__init__(daemon=True)
-        self.pid, self.limit = pid, limit
+        self.pid, self.limit, self.every = pid, limit, every
         self.peak_threads = 0
+        self.peak_fds = 0
+        self.gone = False
         self.stop_event = threading.Event()
 
     def run(self) -> None:
+        if self.pid is None:
+            return
         deadline = time.monotonic() + self.limit
-        while self.pid is not None and not self.stop_event.wait(0.02):
-            if time.monotonic() > deadline:
-                break
-            try:
-                with open(f"/proc/{self.pid}/status", encoding="ascii") as status:
-                    for line in status:
-                        if line.startswith("Threads:"):
-                            self.peak_threads = max(self.peak_threads, int(line.split()[1]))
-            except OSError:
-                break
+        try:
+            process = psutil.Process(self.pid)
+            while True:
+                self._sample(process)
+                if self.stop_event.wait(self.every) or time.monotonic() > deadline:
+                    break
+            self._sample(process)
+        except psutil.NoSuchProcess:  # ZombieProcess too
+            self.gone = True
+        except psutil.Error:  # AccessDenied
+            return
 
-
-def proc_status_kb(pid: int | None, field: str) -> int | None:
-    if pid is None:
-        return None
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
+    def _sample(self, process: psutil.Process) -> None:
+        with process.oneshot():
+            threads, fds = process.num_threads(), process.num_fds()
+        self.peak_threads = max(self.peak_threads, threads)
+        self.peak_fds = max(self.peak_fds, fds)
 
 
 def run_size(
@@ -125,7 +128,7 @@ def run_size(
         except Exception as exc:  # reported in the row
             errors.append(f"client {c}: {exc!r}")
 
-    sampler = _Sampler(pid, plan.time_cap_s + 60)
+    sampler = ProcessPeaks(pid, plan.time_cap_s + 60)
     sampler.start()
     threads = [threading.Thread(target=client, args=(c,), daemon=True) for c in range(plan.clients)]
     t0 = time.perf_counter()
@@ -136,10 +139,10 @@ def run_size(
     wall = time.perf_counter() - t0
     sampler.stop_event.set()
     sampler.join(5)
-    lat = sorted(x for per in latencies for x in per)
+    lat = [x for per in latencies for x in per]
     trips = len(lat)
-    hwm = proc_status_kb(pid, "VmHWM")
-    p50, p99 = percentile(lat, 0.5), percentile(lat, 0.99)
+    p50, p99 = quantile_or_none(lat, 0.5), quantile_or_none(lat, 0.99)
+    peaks = memory_peaks(pid)
     return {
         "kind": "load",
         "size": size,
@@ -150,7 +153,7 @@ def run_size(
         "bytes_per_s": 2 * n * trips / wall if wall > 0 else None,
         "p50_ms": None if p50 is None else p50 * 1e3,
         "p99_ms": None if p99 is None else p99 * 1e3,
-        "peak_rss_mb": None if hwm is None else hwm / 1024,
+        "peak_rss_mb": None if peaks is None else peaks.resident / 2**20,
         "peak_threads": sampler.peak_threads or None,
         "verified": sum(verified),
         "errors": len(errors),

@@ -49,7 +49,6 @@ import itertools
 import json
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -67,6 +66,7 @@ from ...conformance.store import lmcache_worker as worker
 from ...conformance.store.servers import ServerError, StoreUnavailable
 from ...conformance.store.views import StoreView, open_view
 from ..accuracy import l2_serdes, lmcache_serdes
+from ..common.quantiles import quantiles
 
 #: The adapters whose stores run here (the catalogue's rows with a test store).
 ADAPTERS = tuple(a.name for a in catalogue.adapters_here())
@@ -257,8 +257,8 @@ def _batches(
 def _row(
     op: str, impl: str, case: str, nbytes: int, seconds: list[float], limit: str | None
 ) -> dict[str, Any]:
-    median = statistics.median(seconds)
-    q = statistics.quantiles(seconds, n=4, method="inclusive") if len(seconds) > 1 else [median] * 3
+    q = quantiles(seconds, (0.25, 0.5, 0.75))
+    median = q[1]
     return {
         "kind": "throughput", "op": op, "impl": impl, "device": "cpu", "scope": None,
         "dtype": DTYPE, "case": case, "bytes": nbytes, "rounds": len(seconds),

@@ -14,11 +14,11 @@ import dataclasses
 import importlib
 import inspect
 import json
-import os
 import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import psutil
 import torch
 
 from ..core.blob_model import HASH_KEYS
@@ -68,13 +68,12 @@ KEY_OP_ADDRESS_SPACE = 512 * 2**20
 
 
 def _address_space() -> int | None:
-    """This process's mapped address space in bytes (Linux), else None."""
+    """This process's mapped address space in bytes (psutil's ``memory_info().vms``, what
+    RLIMIT_AS limits), else None where unreadable."""
     try:
-        with open("/proc/self/statm", encoding="ascii") as f:
-            pages = int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
+        return int(psutil.Process().memory_info().vms)
+    except (psutil.Error, OSError):
         return None
-    return pages * os.sysconf("SC_PAGE_SIZE")
 
 
 @contextlib.contextmanager

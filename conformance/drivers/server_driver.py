@@ -37,6 +37,7 @@ from typing import IO, Any
 
 from lmckv.base import process_groups
 from lmckv.base.lmcache_release import installed_version
+from lmckv.base.memory_peaks import MemoryPeaks, memory_peaks
 
 from .base import Driver, DriverError, ImplInfo
 
@@ -193,17 +194,10 @@ class ServerDriver(Driver):
         self._stderr.seek(max(0, size - limit))
         return self._stderr.read().decode("utf-8", "replace")
 
-    def proc_status(self) -> dict[str, int]:
-        """VmPeak, VmHWM (kB) and Threads of a started server, from /proc; {} if unknown."""
-        if self.process is None or not os.path.exists(f"/proc/{self.process.pid}/status"):
-            return {}
-        out = {}
-        with open(f"/proc/{self.process.pid}/status", encoding="ascii") as status:
-            for line in status:
-                name, _, value = line.partition(":")
-                if name in ("VmPeak", "VmHWM", "VmRSS", "Threads"):
-                    out[name] = int(value.split()[0])
-        return out
+    def memory_peaks(self) -> MemoryPeaks | None:
+        """The started server's memory high-water marks (``lmckv.base.memory_peaks``); None
+        if unknown."""
+        return memory_peaks(None if self.process is None else self.process.pid)
 
     def close(self) -> None:
         """SIGTERM the server's process group, then kill what is left of it."""

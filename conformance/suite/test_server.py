@@ -409,19 +409,18 @@ def test_bad_header(server: ServerDriver, name: str) -> None:
 @rule("PROTO-SRV-UNTRUSTED-LENGTH")
 def test_huge_length(server: ServerDriver) -> None:
     """A PUT announcing 2**31 - 1 bytes and sending 1: no memory allocated by the claim."""
-    before = server.proc_status()
+    before = server.memory_peaks()
     key = unique_key("huge")
     with Conn(server.address) as conn:
         with contextlib.suppress(OSError):  # refused at once
             conn.send(header(PUT, 2**31 - 1, 4, 6, 0, (2**31 - 1, 0, 0, 0), key) + b"x")
         time.sleep(0.5)
-        after = server.proc_status()
+        after = server.memory_peaks()
     if before and after:
-        grown = (after["VmPeak"] - before["VmPeak"]) * 1024
+        grown = after.virtual - before.virtual
         assert grown < 256 << 20, (
             f"peak virtual memory grew by {grown >> 20} MiB on a 1-byte payload announcing "
-            "2 GiB (VmPeak before/after in kB: "
-            f"{before['VmPeak']}/{after['VmPeak']})"
+            f"2 GiB (VmPeak before/after in bytes: {before.virtual}/{after.virtual})"
         )
     with Conn(server.address) as conn:
         assert not conn.exists(key)
@@ -540,15 +539,6 @@ def test_header_deadline_is_a_total(server: ServerDriver) -> None:
     canary(server)
 
 
-def _resident_peak(pid: int) -> int:
-    """The process's peak resident set (VmHWM), in bytes."""
-    with open(f"/proc/{pid}/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError(f"no VmHWM for process {pid}")
-
-
 @rule("PROTO-SRV-MEMORY")
 def test_memory_within_the_stated_bound(server: ServerDriver) -> None:
     """Stalled PUTs each withholding their last byte, and GETs whose replies are never
@@ -574,7 +564,9 @@ def test_memory_within_the_stated_bound(server: ServerDriver) -> None:
             with contextlib.suppress(OSError):
                 conn.send(header(GET, key=key) * 8)
         time.sleep(0.5)
-        peak = _resident_peak(server.process.pid)
+        peaks = server.memory_peaks()
+        assert peaks is not None, f"no memory peaks for server process {server.process.pid}"
+        peak = peaks.resident
     finally:
         for conn in conns:
             conn.close()

@@ -20,10 +20,13 @@ re-parented to us when it dies), at most :data:`SWEEP_ROUNDS` times within
 :data:`SWEEP_SECONDS`. An orphan that left every group cannot be told from another owner's:
 a sweep ends every unregistered one that appeared since its owner started.
 
-Without ``/proc`` or ``prctl`` (not Linux), :func:`adopt_orphans` returns False and sweeps
-find nothing: only the groups are killed, as before. A sweep could take a child that other
-code started in a new session, in another thread, at the instant between its start and its
-:func:`register`, for an orphan; owners register at once and start from one thread.
+The process table a sweep reads is psutil's (each process's parent, status and identity)
+with each one's group and session (``os.getpgid``, ``os.getsid``). Without ``prctl`` (not
+Linux), :func:`adopt_orphans` returns False: orphans go to ``init``, out of a sweep's reach,
+and only the groups and the processes still below a killed leader are killed. A sweep could
+take a child that other code started in a new session, in another thread, at the instant
+between its start and its :func:`register`, for an orphan; owners register at once and start
+from one thread.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ import time
 from collections.abc import Collection, Iterable
 from types import FrameType
 from typing import NamedTuple
+
+import psutil
 
 #: ``prctl`` option making this process the reaper of its descendants' orphans (Linux).
 PR_SET_CHILD_SUBREAPER = 36
@@ -59,13 +64,19 @@ _before_adopting: frozenset[tuple[int, int]] = frozenset()
 
 
 class _Stat(NamedTuple):
-    """The fields of ``/proc/PID/stat`` a sweep needs."""
+    """What a sweep needs of a process."""
 
-    state: str
+    exited: bool  # a zombie (or dead): only reaping is left
     ppid: int
     pgrp: int
     session: int
-    start: int  # start time in clock ticks since boot: tells a reused pid apart
+    #: psutil's identity of the process, the hash of its pid and start time (what
+    #: ``psutil.Process`` objects compare): tells a reused pid apart
+    start: int
+
+
+#: psutil statuses of a process that has exited (and awaits its reaping).
+_EXITED = frozenset({psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD})
 
 
 def kill_group(pgid: int) -> None:
@@ -122,7 +133,7 @@ def adopt_orphans() -> bool:
     with _lock:
         if _subreaper is None:
             _subreaper = False
-            if sys.platform.startswith("linux") and os.path.isdir("/proc/self"):
+            if sys.platform.startswith("linux"):
                 _before_adopting = children()
                 with contextlib.suppress(OSError, AttributeError):
                     libc = ctypes.CDLL(None, use_errno=True)
@@ -132,8 +143,8 @@ def adopt_orphans() -> bool:
 
 
 def children() -> frozenset[tuple[int, int]]:
-    """Our child processes now, as (pid, start time) pairs: what an owner records before it
-    starts its process, so that its sweep leaves them alone (empty without ``/proc``)."""
+    """Our child processes now, as (pid, identity) pairs (``_Stat.start``): what an owner
+    records before it starts its process, so that its sweep leaves them alone."""
     me = os.getpid()
     return frozenset((pid, st.start) for pid, st in _scan().items() if st.ppid == me)
 
@@ -174,7 +185,7 @@ def sweep(
             )
         ]
         targets = _descendants(table, [*roots, *leaders]) - leaders
-        live = [pid for pid in targets if table[pid].state not in "ZX"]
+        live = [pid for pid in targets if not table[pid].exited]
         for pid in roots:  # our children: neither pid nor group can be reused before the reap
             if table[pid].pgrp not in (os.getpgid(0), *owned):
                 kill_group(table[pid].pgrp)
@@ -202,7 +213,7 @@ def reap_orphans(before: Collection[tuple[int, int]]) -> int:
     for pid, st in _scan().items():
         if (
             st.ppid == me
-            and st.state in "ZX"
+            and st.exited
             and pid not in owned
             and (pid, st.start) not in before
             and st.session != my_session
@@ -236,28 +247,25 @@ def _descendants(table: dict[int, _Stat], roots: Iterable[int]) -> set[int]:
 
 
 def _scan() -> dict[int, _Stat]:
-    """Every process ``/proc`` shows (empty without it)."""
+    """Every process psutil shows (empty where it cannot list them)."""
     table: dict[int, _Stat] = {}
     try:
-        names = os.listdir("/proc")
-    except OSError:
+        pids = psutil.pids()
+    except (psutil.Error, OSError):
         return table
-    for name in names:
-        if not name.isdigit():
+    for pid in pids:
+        if pid <= 0:  # os.getpgid(0) would be ours
             continue
         try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                raw = f.read()
-            fields = raw[raw.rfind(b")") + 2 :].split()
-            table[int(name)] = _Stat(
-                fields[0].decode("ascii", "replace"),
-                int(fields[1]),
-                int(fields[2]),
-                int(fields[3]),
-                int(fields[19]),
-            )
-        except (OSError, ValueError, IndexError):
-            continue  # gone meanwhile, or not readable
+            # a fresh Process each (not process_iter's shared cache: a signal handler may
+            # sweep while this thread is inside a sweep)
+            process = psutil.Process(pid)
+            with process.oneshot():
+                status, ppid = process.status(), process.ppid()
+            group, session = os.getpgid(pid), os.getsid(pid)
+            table[pid] = _Stat(status in _EXITED, ppid, group, session, hash(process))
+        except (psutil.Error, OSError):
+            continue  # gone meanwhile (NoSuchProcess), or not readable
     return table
 
 
