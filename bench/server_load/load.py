@@ -56,8 +56,8 @@ def _value_bytes(size: str) -> int:
 class ProcessPeaks(threading.Thread):
     """The largest thread count and number of open file descriptors of process ``pid``
     (psutil's ``num_threads()``, ``num_fds()``), sampled at once, every ``every`` s, and once
-    more when stopped; at most ``limit`` s. Sampling ends when the process is gone (``gone``;
-    a zombie too) or unreadable: the peaks seen so far stay. 0: never sampled. (Memory peaks
+    more when stopped; at most ``limit`` s. Sampling ends when the process is gone (a
+    zombie too) or unreadable: the peaks seen so far stay. 0: never sampled. (Memory peaks
     are the kernel's high-water marks: ``lmckv.base.memory_peaks``.)"""
 
     def __init__(self, pid: int | None, limit: float, every: float = 0.02) -> None:
@@ -65,7 +65,6 @@ class ProcessPeaks(threading.Thread):
         self.pid, self.limit, self.every = pid, limit, every
         self.peak_threads = 0
         self.peak_fds = 0
-        self.gone = False
         self.stop_event = threading.Event()
 
     def run(self) -> None:
@@ -79,9 +78,7 @@ class ProcessPeaks(threading.Thread):
                 if self.stop_event.wait(self.every) or time.monotonic() > deadline:
                     break
             self._sample(process)
-        except psutil.NoSuchProcess:  # ZombieProcess too
-            self.gone = True
-        except psutil.Error:  # AccessDenied
+        except psutil.Error:  # gone (a zombie too), or AccessDenied
             return
 
     def _sample(self, process: psutil.Process) -> None:

@@ -23,8 +23,6 @@ from pathlib import Path
 AESGCM_VERSION = 0x01
 AESGCM_IV_BYTES = 12
 AESGCM_TAG_BYTES = 16
-#: The bytes an aesgcm frame adds to its plaintext.
-AESGCM_OVERHEAD = 1 + AESGCM_IV_BYTES + AESGCM_TAG_BYTES
 #: HKDF's info is this, then the cache_salt (LMCache ``serde/key_provider.py``).
 AESGCM_INFO_PREFIX = b"lmcache-l2-aesgcm-v1"
 #: An LMCKV blob starts with these bytes (KV-MAGIC).

@@ -38,12 +38,6 @@ class StoreView:
     def row(self) -> catalogue.Adapter:
         return catalogue.adapter(self.adapter)
 
-    @property
-    def port(self) -> int | None:
-        """The loopback port of the store's server (None for a folder)."""
-        server = self.row.server
-        return None if server is None else server.port(self.fields)
-
     def sizes(self) -> dict[str, int]:
         """Every entry's name and size."""
         return sizes(self.source)
