@@ -733,6 +733,44 @@ _RULES: tuple[Rule, ...] = (
         "Damage to some objects of a store never costs an intact one its exact hit, before "
         "or after the damaged ones are read (a dropped connection included).",
     ),
+    Rule(
+        "STORE-SERVE-PREFIX",
+        MUST,
+        "A prefetch task with one object damaged at chunk c ends and gives, in every key "
+        "group, exactly the chunks before c, each the bytes written (a damage the adapter "
+        "cannot see: those chunks or all of them); never other bytes for an intact chunk.",
+    ),
+    Rule(
+        "STORE-SERVE-AFTER",
+        MUST,
+        "A process that has read a damaged task still serves an intact task exact: a damaged "
+        "read leaves no connection, buffer or cache that costs a later read.",
+    ),
+    Rule(
+        "STORE-SERVE-LATER",
+        MUST,
+        "An object changed in the store after a process read it is, at its next read, the "
+        "bytes written or a miss where the adapter can tell; the read ends.",
+    ),
+    Rule(
+        "STORE-SERVE-MIXED",
+        MUST,
+        "A task whose key groups have different layouts is served exact when every object "
+        "is intact.",
+    ),
+    Rule(
+        "STORE-SERVE-TOGETHER",
+        MUST,
+        "Tasks in flight together, every object intact, end; a task over keys of its own is "
+        "served exact, and of two over the same keys every hit is exact and every chunk a hit "
+        "in at least one.",
+    ),
+    Rule(
+        "STORE-SERVE-RACE",
+        MUST,
+        "An object rewritten whole while it is read is served as one version or missed: never "
+        "a torn read (bytes of neither version), and every read ends.",
+    ),
 )
 
 RULES: dict[str, Rule] = {rule.id: rule for rule in _RULES}

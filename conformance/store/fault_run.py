@@ -11,6 +11,7 @@ import contextlib
 import json
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,8 @@ from .lmcache_writer import (
     write_stores,
 )
 from .name_plan import by_lmcache, by_lmckv
+from .serving import Served, serving_plan
+from .serving_run import damage_before, serve
 from .spec import l2_adapter_spec
 from .views import StoreView, open_view
 
@@ -47,6 +50,8 @@ class AdapterRun:
     names_expected: list[str]
     names_listed: list[str]
     served: list[ReadObject]
+    #: Per serde, the serving script's run (:mod:`.serving`).
+    serving: dict[str, Served]
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,8 @@ def run_adapter(adapter: str, *, python: str = sys.executable) -> AdapterRun:
     :class:`.views.StoreUnavailable` when a store cannot be opened here,
     :class:`.lmcache_writer.StoreWriteError` when LMCache cannot write it."""
     plan, named, foreign = fault_plan(), by_lmcache(), by_lmckv()
-    written = [*plan, *named]
+    tasks = serving_plan()
+    written = [*plan, *named, *tasks.objects]
     with (
         tempfile.TemporaryDirectory(prefix=f"lmckv-faults-{adapter}-") as tmp,
         contextlib.ExitStack() as servers,
@@ -76,21 +82,30 @@ def run_adapter(adapter: str, *, python: str = sys.executable) -> AdapterRun:
         views = {serde: open_view(adapter, root / serde, servers) for serde in serdes()}
         specs = {s: l2_adapter_spec(adapter, v.fields, s, master_key) for s, v in views.items()}
         # The name objects' names are what test_store_names judges: only the plan's must be there.
-        write_stores(list(specs.values()), written, python=python, required=plan)
+        write_stores(list(specs.values()), written, python=python, required=[*plan, *tasks.objects])
         raw = views[catalogue.NONE.name]
-        listed = sorted(set(raw.sizes()) - set(expected_names(adapter, plan)))
+        ours = expected_names(adapter, [*plan, *tasks.objects])
+        listed = sorted(set(raw.sizes()) - set(ours))
         for obj, name in zip(foreign, expected_names(adapter, foreign), strict=True):
             raw.put(name, raw_bytes(obj))
         names = expected_names(adapter, plan)
         for serde, view in views.items():
             damage(view.source, names, serde, adapter)
-        everything = [*written, *foreign]
+            damage_before(view, adapter, serde, tasks)
+        everything = [*plan, *named, *foreign]
         stores = {
             serde: _read_damaged(adapter, serde, views[serde], everything, master_key, python)
             for serde in views
         }
+        # One serving process per serde at once: their stores are apart, and most of their
+        # time is LMCache's waits (the tasks that never end wait out their bound).
+        with ThreadPoolExecutor(len(views)) as pool:
+            running = {
+                s: pool.submit(serve, specs[s], views[s], tasks, s, python=python) for s in views
+            }
+            serving = {s: future.result() for s, future in running.items()}
     served = stores[catalogue.NONE.name].sessions.pop(SERVED)
-    return AdapterRun(adapter, stores, expected_names(adapter, named), listed, served)
+    return AdapterRun(adapter, stores, expected_names(adapter, named), listed, served, serving)
 
 
 def raw_bytes(obj: PlannedObject) -> bytes:

@@ -120,10 +120,15 @@ def damage(store: Source, names: Sequence[str], serde: str, adapter: str) -> lis
     for fault in FAULTS:
         if not fault.applies(adapter) or fault.name == "dropped":
             continue
-        name = names[TARGET[fault.name]]
-        _DAMAGES[fault.name](store, name, names[LAST], serde)
+        damage_object(store, fault.name, names[TARGET[fault.name]], names[LAST], serde)
         done.append(fault.name)
     return done
+
+
+def damage_object(store: Source, fault: str, name: str, other: str, serde: str) -> None:
+    """Do the fault named ``fault`` to the object ``name`` of ``store`` (``other``: the
+    object whose bytes ``replaced`` puts there)."""
+    _DAMAGES[fault](store, name, other, serde)
 
 
 def _temp(store: Source, name: str, other: str, serde: str) -> None:
@@ -178,14 +183,16 @@ def verdict(fault: Fault, serde: str, read: ReadObject) -> str | None:
     return None
 
 
-def neighbours_verdict(reads: Sequence[ReadObject]) -> str | None:
-    """Why the intact objects of a fault's session break STORE-LOAD-NEIGHBOURS, or None: the
-    one read before the target is an exact hit; the one read after it is an exact hit at its
-    first read, or a miss at its first and an exact hit at its second (SPEC.md says why a
-    single miss is tolerated)."""
+def neighbours_verdict(fault: Fault, reads: Sequence[ReadObject]) -> str | None:
+    """Why the intact objects of ``fault``'s session break STORE-LOAD-NEIGHBOURS, or None:
+    the one read before the target is an exact hit; the one read after it is an exact hit at
+    its first read, or, after a dropped connection only, a miss at its first and an exact hit
+    at its second (SPEC.md says why that one miss is tolerated)."""
     if not reads[BEFORE].exact:
         return f"the intact object read before it: {reads[BEFORE].outcome}"
     first, second = reads[AFTER], reads[AGAIN]
-    if first.exact or (first.outcome == "miss" and second.exact):
+    if first.exact:
+        return None
+    if fault.rule == "STORE-LOAD-DROP" and first.outcome == "miss" and second.exact:
         return None
     return f"the intact object read after it: {first.outcome}, then {second.outcome}"

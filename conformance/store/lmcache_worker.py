@@ -114,7 +114,11 @@ class Plan:
     @staticmethod
     def load(path: Path) -> Plan:
         """Read PLAN.json."""
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        return Plan.load_raw(json.loads(path.read_text(encoding="utf-8")))
+
+    @staticmethod
+    def load_raw(raw: dict[str, Any]) -> Plan:
+        """The plan of PLAN.json's parsed document."""
         objects = [PlanObject.from_json(o) for o in raw["objects"]]
         specs = [str(spec) for spec in raw["specs"]]
         sessions = [[int(i) for i in row] for row in raw.get("sessions", [])]

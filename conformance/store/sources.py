@@ -16,6 +16,7 @@ import io
 import ipaddress
 import os
 import stat
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from io import BufferedIOBase
@@ -164,8 +165,13 @@ class FileSource:
             return f.read()
 
     def put(self, name: str, data: bytes) -> None:
-        with open(os.path.join(self.location.base_path, name), "wb") as f:
+        """Whole, as LMCache's file adapters write: a temporary file renamed over ``name``,
+        so that a reader opens the old bytes or the new, never a part."""
+        path = os.path.join(self.location.base_path, name)
+        temp = f"{path}.lmckv-put-{os.getpid()}-{threading.get_ident()}"
+        with open(temp, "wb") as f:
             f.write(data)
+        os.replace(temp, path)
 
     def delete(self, name: str) -> None:
         try:

@@ -44,6 +44,7 @@ from ..store.faults import (
 )
 from ..store.lmcache_writer import StoreWriteError
 from ..store.servers import StoreUnavailable
+from ..store.serving import cases, judge
 from .verdicts import require
 
 #: The capability a release needs (conformance/drivers/upstream_driver.py).
@@ -109,7 +110,7 @@ def test_store_load(
     if judged == NEIGHBOURS:
         seen = [reads[i].outcome for i in (BEFORE, AFTER, AGAIN)]
         record_property("observed", ", ".join(seen))
-        why = neighbours_verdict(reads)
+        why = neighbours_verdict(damaged, reads)
         if why is not None:
             observations.record(", ".join(seen))
             pytest.fail(f"{adapter} with {serde}, {damaged.does}: {why}", False)
@@ -122,6 +123,43 @@ def test_store_load(
     if why is not None:
         observations.record(read.outcome)
         pytest.fail(f"{adapter} with {serde}, object {damaged.does}: {why}", False)
+
+
+def serve_cells() -> list[object]:
+    """adapter x serde x serving case (:func:`..store.serving.cases`)."""
+    cells: list[object] = []
+    for adapter in adapters():
+        group = pytest.mark.xdist_group(f"store-load-{adapter}")
+        for serde in serdes():
+            for case in cases():
+                marks = [pytest.mark.rule(case.rule), group]
+                cells.append(
+                    pytest.param(
+                        adapter, serde, case.id, marks=marks, id=f"{adapter}-{serde}-{case.id}"
+                    )
+                )
+    return cells
+
+
+@pytest.mark.parametrize(("adapter", "serde", "case"), serve_cells())
+def test_store_serve(
+    impl: Driver,
+    adapter: str,
+    serde: str,
+    case: str,
+    record_property: Callable[[str, object], None],
+) -> None:
+    """LMCache as it serves (SPEC.md "Serving from a store"): whole tasks with one object
+    damaged keep STORE-SERVE-PREFIX; a process that read a damaged task still serves intact
+    ones (STORE-SERVE-AFTER); objects changed after a read (STORE-SERVE-LATER); a task of
+    mixed layouts and tasks in flight together are served exact (STORE-SERVE-MIXED,
+    STORE-SERVE-TOGETHER)."""
+    require(impl, L2_ADAPTERS)
+    seen, why = judge(case, serde, _run(adapter).serving[serde])
+    record_property("observed", seen)
+    if why is not None:
+        observations.record(seen)
+        pytest.fail(f"{adapter} with {serde}, {case}: {shown(why)}", False)
 
 
 def _name_cells() -> list[object]:

@@ -1,0 +1,310 @@
+"""Serve a script of whole prefetch tasks from one real LMCache L2 store through LMCache's own
+StorageManager, in one process that lives through the whole script, as a serving process
+does::
+
+    python -P lmcache_serving_worker.py PLAN.json OUT.jsonl
+
+Like :mod:`lmcache_worker` (whose object, layout and manager helpers it loads by path), it
+imports only the standard library, torch and lmcache. PLAN.json is that worker's, with one
+spec, plus ``script`` (a list of steps) and ``pause_s``:
+
+- ``{"op": "manager"}``: a fresh StorageManager; the one before closes in a thread.
+- ``{"op": "task", "label": L, "groups": [[i, ...], ...]}``: one prefetch task under the
+  default ``prefix`` policy, one key group per list (object indexes in chunk order; every list
+  of one length); 0.5.6 and later as a ``PrefetchTaskSpec`` of ``GroupedObjectKeys`` rows,
+  0.5.3 to 0.5.5 as a ``PrefetchRequestSpec`` of the flat chunk-major key list its attention
+  windows define (chunk, then object group, then kv_rank; object groups 0..G-1). The hits are
+  read from L1, compared, released, and every key of the task is dropped from L1 again, so
+  that the next task reads the store. Line: ``{"label": L, "cells": [[OUTCOME, ...], ...]}``
+  with OUTCOME exact (the bytes of one version written whole), wrong-bytes or miss per key;
+  or ``{"label": L, "error": TEXT}`` when LMCache raised, ``{"label": L, "timeout": true}``
+  when its wait gave up.
+  With ``"again": {"cell": [k, j], "tries": N}``: when the key at chunk j of group k was a
+  hit, the task is read N - 1 times more, each in a fresh StorageManager, lines ``L#1`` to
+  ``L#N-1`` (where a damaged object's bytes land can depend on the order of LMCache's loads).
+- ``{"op": "together", "label": L, "tasks": [GROUPS, ...]}``: the tasks submitted one after
+  the other without waiting, then each waited for and read in turn, their keys dropped from
+  L1 only after the last; a line per task, labelled ``L/k``.
+- ``{"op": "pause", "label": L}``: line ``{"pause": L}``, then wait for the file ``go-L`` in
+  the working directory (at most ``pause_s``): the caller changes the store meanwhile.
+- ``{"op": "sleep", "s": S}``: wait S seconds (at most ``pause_s``).
+- ``{"op": "arm", "label": L, "index": i}``: the next time LMCache hands its adapter a load
+  that includes object i's key, pause as above first (once): the caller removes the object
+  after LMCache's lookup found it and before its load.
+
+Objects may have other versions (``versions``: object index -> fill seeds): a hit equal to
+any of them is exact. Each line is flushed as soon as it is known.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+
+def _load_worker() -> ModuleType:
+    """:mod:`lmcache_worker`, loaded from its file beside this one (no package import)."""
+    path = Path(__file__).with_name("lmcache_worker.py")
+    spec = importlib.util.spec_from_file_location("lmckv_lmcache_worker", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+W = _load_worker()
+#: Seconds between looks for a ``go-L`` file.
+PAUSE_POLL_S = 0.02
+
+
+class Script:
+    """The running script: its plan, the manager, the output, the armed pauses."""
+
+    def __init__(self, raw: dict[str, Any], out: Any, cwd: Path) -> None:
+        self.plan = W.Plan.load_raw(raw)
+        (self.spec,) = self.plan.specs
+        self.cast = self.plan.cast(0)
+        self.pause_s = float(raw["pause_s"])
+        self.versions = {
+            int(i): [int(s) for s in seeds] for i, seeds in raw.get("versions", {}).items()
+        }
+        self.out, self.cwd = out, cwd
+        self.manager: Any = None
+        self.closing: list[threading.Thread] = []
+        self.armed: dict[Any, str] = {}
+        self.expected: dict[int, list[bytes]] = {}
+
+    def line(self, row: dict[str, Any]) -> None:
+        self.out.write(json.dumps(row) + "\n")
+        self.out.flush()
+
+    def pause(self, label: str) -> None:
+        """Say ``label`` and wait for ``go-label`` (bounded)."""
+        self.line({"pause": label})
+        go = self.cwd / f"go-{label}"
+        for _ in range(int(self.pause_s / PAUSE_POLL_S) + 1):
+            if go.exists():
+                return
+            time.sleep(PAUSE_POLL_S)
+
+    def new_manager(self) -> None:
+        if self.manager is not None:
+            self.closing.append(threading.Thread(target=self.manager.close, daemon=True))
+            self.closing[-1].start()
+        self.manager = W.build_manager(self.spec)
+        self._hook(self.manager)
+
+    def _hook(self, manager: Any) -> None:
+        """Wrap the adapter's ``submit_load_task`` so that an armed key pauses the load
+        before LMCache submits it (after its lookup found the key)."""
+        _descriptor, adapter = manager.l2_adapters()[0]
+        submit = adapter.submit_load_task
+
+        def submit_load_task(keys: list[Any], objects: list[Any]) -> Any:
+            for key in list(keys):
+                label = self.armed.pop(key, None)
+                if label is not None:
+                    self.pause(label)
+            return submit(keys, objects)
+
+        adapter.submit_load_task = submit_load_task
+
+    def key(self, index: int) -> Any:
+        return W.object_key(self.plan.objects[index])
+
+    def expected_bytes(self, index: int) -> list[bytes]:
+        if index not in self.expected:
+            obj = self.plan.objects[index]
+            seeds = [obj.seed, *self.versions.get(index, [])]
+            self.expected[index] = [
+                W.expected_read_bytes(_with_seed(obj, seed), self.cast) for seed in seeds
+            ]
+        return self.expected[index]
+
+    def submit(self, groups: list[list[int]], label: str) -> tuple[Any, Any]:
+        """Submit one task of ``groups``; (its handle, the keys in the order its result
+        reports them)."""
+        api = W._api()
+        if hasattr(api, "PrefetchTaskSpec"):
+            rows = [
+                api.GroupedObjectKeys(
+                    keys=[self.key(i) for i in group],
+                    object_group_id=self.plan.objects[group[0]].object_group_id,
+                    layout_desc=W.layout(self.plan.objects[group[0]]),
+                )
+                for group in groups
+            ]
+            task = api.PrefetchTaskSpec(key_groups=rows)
+            return self.manager.submit_prefetch_task(task, external_request_id=label), None
+        flat, layouts, desc = self._flat(api, groups)
+        task = api.PrefetchRequestSpec(keys=[self.key(i) for i in flat], group_layout_descs=layouts,
+                                       attn_desc=desc)  # fmt: skip
+        return self.manager.submit_prefetch_task(task, external_request_id=label), flat
+
+    def _flat(self, api: Any, groups: list[list[int]]) -> tuple[list[int], dict[int, Any], Any]:
+        """The flat chunk-major order of releases before 0.5.6 (chunk, object group,
+        kv_rank), its layouts and attention windows."""
+        objects = self.plan.objects
+        ogs = sorted({objects[g[0]].object_group_id for g in groups})
+        ranks = sorted({objects[g[0]].kv_rank for g in groups})
+        row = {(objects[g[0]].object_group_id, objects[g[0]].kv_rank): g for g in groups}
+        flat = [row[og, rank][j] for j in range(len(groups[0])) for og in ogs for rank in ranks]
+        layouts = {og: W.layout(objects[row[og, ranks[0]][0]]) for og in ogs}
+        desc = api.AttnWindowDesc(num_chunks_in_sw=[-1] * len(ogs), world_size=len(ranks))
+        return flat, layouts, desc
+
+    def finish(
+        self,
+        handle: Any,
+        flat: list[int] | None,
+        groups: list[list[int]],
+        label: str,
+        *,
+        drop: bool = True,
+    ) -> list[list[str]] | None:
+        """Wait for a submitted task, read its hits, compare, release, and (``drop``) drop
+        its keys from L1; its line, and its cells (None when it gave none)."""
+        keys = [self.key(i) for group in groups for i in group]
+        try:
+            if not self.manager.wait_prefetch_status(handle, timeout=self.plan.timeout_s):
+                self.line({"label": label, "timeout": True})
+                return None
+            result = self.manager.query_prefetch_status(handle)
+            hit = self._hits(result, flat, groups)
+            cells = self._read(result, groups, hit)
+            self.line({"label": label, "cells": cells})
+            return cells
+        except Exception as exc:
+            self.line({"label": label, "error": f"{type(exc).__name__}: {exc}"[:300]})
+            return None
+        finally:
+            if drop:
+                self.manager.delete_l1_keys(keys)
+
+    def _hits(
+        self, result: Any, flat: list[int] | None, groups: list[list[int]]
+    ) -> list[list[bool]]:
+        if result is None:
+            return [[False] * len(g) for g in groups]
+        if flat is None:
+            return [
+                [result.hit_cells[k].test(j) for j in range(len(g))] for k, g in enumerate(groups)
+            ]
+        at = {index: result.test(position) for position, index in enumerate(flat)}
+        return [[at[i] for i in g] for g in groups]
+
+    def _read(self, result: Any, groups: list[list[int]], hit: list[list[bool]]) -> list[list[str]]:
+        cells = [["miss"] * len(g) for g in groups]
+        indexes = [
+            i for g, h in zip(groups, hit, strict=True) for i, yes in zip(g, h, strict=True) if yes
+        ]
+        if not indexes:
+            return cells
+        keys = [self.key(i) for i in indexes]
+        owners = getattr(result, "l1_owners", None)
+        kwargs = {} if owners is None else {"l1_owners": owners}
+        got: dict[int, str] = {}
+        with self.manager.read_prefetched_results(keys, **kwargs) as memory_objs:
+            if memory_objs is not None:
+                # Fewer objects than hits: the rest are hits L1 could not give back.
+                for index, memory_obj in zip(indexes, memory_objs, strict=False):
+                    data = W.tensor_bytes(memory_obj.tensor)
+                    got[index] = "exact" if data in self.expected_bytes(index) else "wrong-bytes"
+        self.manager.finish_read_prefetched(keys, **kwargs)
+        for k, group in enumerate(groups):
+            for j, index in enumerate(group):
+                if hit[k][j]:
+                    cells[k][j] = got.get(index, "unreadable")
+        return cells
+
+    def run(self, steps: list[dict[str, Any]]) -> None:
+        for step in steps:
+            op = step["op"]
+            if op == "manager":
+                self.new_manager()
+            elif op == "pause":
+                self.pause(str(step["label"]))
+            elif op == "sleep":
+                time.sleep(min(float(step["s"]), self.pause_s))
+            elif op == "arm":
+                self.armed[self.key(int(step["index"]))] = str(step["label"])
+            elif op == "task":
+                cells = self._task(step["groups"], str(step["label"]))
+                again = step.get("again")
+                if (
+                    again
+                    and cells is not None
+                    and cells[again["cell"][0]][again["cell"][1]] != "miss"
+                ):
+                    for t in range(1, int(again["tries"])):
+                        self.new_manager()
+                        self._task(step["groups"], f"{step['label']}#{t}")
+            elif op == "together":
+                self._together(step["tasks"], str(step["label"]))
+            else:
+                raise ValueError(f"unknown step {op!r}")
+            self.line({"step": op, "done": True})
+
+    def _task(self, groups: list[list[int]], label: str) -> list[list[str]] | None:
+        try:
+            handle, flat = self.submit(groups, label)
+        except Exception as exc:
+            self.line({"label": label, "error": f"{type(exc).__name__}: {exc}"[:300]})
+            return None
+        return self.finish(handle, flat, groups, label)
+
+    def _together(self, tasks: list[list[list[int]]], label: str) -> None:
+        submitted = []
+        for k, groups in enumerate(tasks):
+            try:
+                submitted.append((k, groups, *self.submit(groups, f"{label}/{k}")))
+            except Exception as exc:
+                self.line({"label": f"{label}/{k}", "error": f"{type(exc).__name__}: {exc}"[:300]})
+        # The keys stay in L1 until every task is read: a task over keys another one loads
+        # may count on finding them there (as a second request with one prefix does).
+        for k, groups, handle, flat in submitted:
+            self.finish(handle, flat, groups, f"{label}/{k}", drop=False)
+        self.manager.delete_l1_keys([self.key(i) for t in tasks for g in t for i in g])
+
+    def close(self) -> None:
+        if self.manager is not None:
+            self.closing.append(threading.Thread(target=self.manager.close, daemon=True))
+            self.closing[-1].start()
+        deadline = time.monotonic() + W.CLOSE_WAIT_S
+        for thread in self.closing:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def _with_seed(obj: Any, seed: int) -> Any:
+    raw = {**obj.__dict__, "seed": seed}
+    return W.PlanObject(**raw)
+
+
+def main(argv: list[str]) -> int:
+    """``PLAN.json OUT.jsonl``; 2 on a usage error."""
+    if len(argv) != 2:
+        print("usage: lmcache_serving_worker PLAN.json OUT.jsonl", file=sys.stderr)
+        return 2
+    plan_path, out_path = Path(argv[0]), Path(argv[1])
+    raw = json.loads(plan_path.read_text(encoding="utf-8"))
+    with out_path.open("a", encoding="utf-8") as out:
+        script = Script(raw, out, plan_path.parent.absolute())
+        try:
+            script.run(raw["script"])
+            script.line({"script": "done"})
+        finally:
+            script.close()
+    os._exit(0)  # every line is written; a manager that would not close is left
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,382 @@
+"""LMCache as it serves (SPEC.md "Serving from a store", rules STORE-SERVE-*): whole prefetch
+tasks, one process that lives through many of them, tasks in flight together, a store that
+changes under a process that has read it.
+
+A serving plan is one store's objects and one script for :mod:`.lmcache_serving_worker`,
+which runs it in one process. Its cases:
+
+- **task** (STORE-SERVE-PREFIX): one task of two key groups (two kv_ranks of object group 0)
+  x :data:`CHUNKS` chunks, each read by a StorageManager of its own, with one object damaged
+  at the first, a middle or the last chunk of the second group: each fault of
+  :data:`TASK_FAULTS`, done before the process starts, or (``evicted``) while it runs, after
+  LMCache's lookup found the object and before its load.
+- **after** (STORE-SERVE-AFTER): per fault, a StorageManager of its own reads an intact task,
+  the task damaged at its middle chunk, then the intact task again.
+- **later** (STORE-SERVE-LATER): in one StorageManager, objects read once, then changed in the
+  store (cut, emptied, a bit turned, another key's object put in their place, removed), then
+  read again.
+- **mixed** (STORE-SERVE-MIXED): a task of two object groups of different layouts, intact.
+- **together** (STORE-SERVE-TOGETHER): three tasks submitted before any is waited for, two of
+  them over the same keys, intact.
+- **race** (STORE-SERVE-RACE): :data:`RACE_READS` tasks read one object while the caller
+  rewrites it without pause, in turn with its own bytes and another object's of the same
+  layout, each put whole as LMCache's writers put it; every hit must be one of the two.
+
+Every case but a whole task's key groups starts in a StorageManager that has read nothing
+damaged, so that what one case leaves behind is never judged as another's outcome.
+
+Each outcome but two is fixed by the script, not by timing: one worker, a fixed order, each
+fault done at a known point (the worker pauses while the caller does it). Where a damaged
+object was served as a hit, its task is read :data:`TASK_TRIES` times, each in a fresh
+StorageManager, and judged by its worst read: the bytes it brought may land in another
+object's buffer, or not, by the order in which LMCache's loads complete. The race is
+timing by nature: it is judged by its worst read of :data:`RACE_READS`, and fails when the
+writer did not rewrite the object at least once per read (no race was run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...reference_impl.keys.kv_rank import compute_kv_rank
+from .faults import BY_NAME, ENDED, EVERY, Fault, can_know
+from .lmcache_writer import FULL_CHUNK, OTHER_GROUP_CHUNK, PlannedObject, sha256_chunk_hash
+
+MODEL = "lmckv/serving"
+#: Chunks per key group of a task, and where its damaged object sits.
+CHUNKS = 3
+POSITIONS = {"first": 0, "middle": 1, "last": CHUNKS - 1}
+#: The kv_ranks of a task's two key groups (world 2: ranks 0 and 1).
+RANKS = (compute_kv_rank(2, 0, 2, 0), compute_kv_rank(2, 1, 2, 1))
+#: The object group of the mixed task's second key group, numbered as every release's
+#: attention windows number them (0..G-1).
+MIXED_GROUP = 1
+#: Faults done to one object of a whole task. ``evicted``: removed after LMCache's lookup
+#: found it, before its load (an eviction by another process, a TTL, a lifecycle rule).
+EVICTED = Fault("evicted", "STORE-LOAD-MISSING", EVERY, "removed between lookup and load")
+TASK_FAULTS: tuple[Fault, ...] = (
+    *(BY_NAME[n] for n in ("truncated", "emptied", "grown", "flip-v", "deleted")),
+    EVICTED,
+)
+TASK_FAULT = {f.name: f for f in TASK_FAULTS}
+#: Faults done, while the process runs, to objects it has read once.
+LATER_FAULTS: tuple[Fault, ...] = tuple(
+    BY_NAME[n] for n in ("truncated", "emptied", "flip-v", "replaced", "deleted")
+)
+#: The damaged task of each fault that an ``after`` case reads before an intact task.
+AFTER_FAULTS: tuple[Fault, ...] = tuple(
+    BY_NAME[n] for n in ("truncated", "emptied", "grown", "flip-v", "deleted")
+)
+#: Reads of a whole task whose damaged object was a hit (its bytes went into L1): where bytes
+#: past its buffer land depends on the order in which LMCache's loads of the task complete.
+TASK_TRIES = 12
+#: Reads of the raced object, and the seconds between two of them (the writer's time to
+#: rewrite it: a PUT to moto's S3 server takes tens of milliseconds).
+RACE_READS = 20
+RACE_GAP_S = 0.05
+
+
+@dataclass
+class ServingPlan:
+    """One store's serving objects (plan order) and what each case reads."""
+
+    objects: list[PlannedObject] = field(default_factory=list)
+    #: case id -> key groups (lists of object indexes in chunk order).
+    tasks: dict[str, list[list[int]]] = field(default_factory=dict)
+    #: case id of a damaged task -> the damaged object's index.
+    damaged: dict[str, int] = field(default_factory=dict)
+    #: later fault -> (its object's index, the index whose bytes ``replaced`` puts there).
+    later: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: The raced object's index and the index of the object whose bytes alternate with its own.
+    race: tuple[int, int] = (0, 0)
+
+    def add(self, rank: int, group: int, shape: tuple[int, ...]) -> int:
+        index, seed = len(self.objects), 50_000 + len(self.objects)
+        self.objects.append(
+            PlannedObject(MODEL, rank, group, sha256_chunk_hash(seed), "", shape, seed=seed)
+        )
+        return index
+
+    def add_task(
+        self, case: str, rows: Sequence[tuple[int, int, tuple[int, ...]]]
+    ) -> list[list[int]]:
+        groups = [
+            [self.add(rank, group, shape) for _ in range(CHUNKS)] for rank, group, shape in rows
+        ]
+        self.tasks[case] = groups
+        return groups
+
+
+def task_case(fault: str, position: str) -> str:
+    return f"task-{fault}-{position}"
+
+
+TWO_RANKS = [(RANKS[0], 0, FULL_CHUNK), (RANKS[1], 0, FULL_CHUNK)]
+
+
+def serving_plan() -> ServingPlan:
+    """Every case's objects: a task per fault and position, the intact tasks, the later
+    objects, the mixed task."""
+    plan = ServingPlan()
+    for fault in TASK_FAULTS:
+        for position, chunk in POSITIONS.items():
+            groups = plan.add_task(task_case(fault.name, position), TWO_RANKS)
+            plan.damaged[task_case(fault.name, position)] = groups[1][chunk]
+    plan.add_task("intact", TWO_RANKS)
+    plan.add_task("other", TWO_RANKS)
+    plan.add_task("mixed", [(RANKS[0], 0, FULL_CHUNK), (RANKS[0], MIXED_GROUP, OTHER_GROUP_CHUNK)])
+    source = plan.add(RANKS[0], 0, FULL_CHUNK)
+    for fault in LATER_FAULTS:
+        plan.later[fault.name] = (plan.add(RANKS[0], 0, FULL_CHUNK), source)
+    plan.race = (plan.add(RANKS[0], 0, FULL_CHUNK), source)
+    return plan
+
+
+def script(plan: ServingPlan) -> list[dict[str, Any]]:
+    """The worker's steps, in their fixed order (module docstring)."""
+    steps: list[dict[str, Any]] = []
+    for fault in TASK_FAULTS:
+        for position in POSITIONS:
+            case = task_case(fault.name, position)
+            steps.append({"op": "manager"})
+            if fault is EVICTED:
+                steps.append({"op": "arm", "label": case, "index": plan.damaged[case]})
+            step: dict[str, Any] = {"op": "task", "label": case, "groups": plan.tasks[case]}
+            if fault is not EVICTED:
+                step["again"] = {"cell": [1, POSITIONS[position]], "tries": TASK_TRIES}
+            steps.append(step)
+    for fault in AFTER_FAULTS:
+        damaged = plan.tasks[task_case(fault.name, "middle")]
+        case, intact = f"after-{fault.name}", plan.tasks["intact"]
+        reads = {f"{case}-start": intact, f"{case}-damaged": damaged, case: intact}
+        steps += [
+            {"op": "manager"},
+            *({"op": "task", "label": k, "groups": g} for k, g in reads.items()),
+        ]
+    steps.append({"op": "manager"})
+    for name, (index, _source) in plan.later.items():
+        steps.append({"op": "task", "label": f"later-{name}-before", "groups": [[index]]})
+    steps.append({"op": "pause", "label": "later"})
+    for name, (index, _source) in plan.later.items():
+        steps.append({"op": "task", "label": f"later-{name}", "groups": [[index]]})
+    steps += [{"op": "manager"}, {"op": "task", "label": "mixed", "groups": plan.tasks["mixed"]}]
+    together = [plan.tasks["intact"], plan.tasks["intact"], plan.tasks["other"]]
+    steps += [{"op": "manager"}, {"op": "together", "label": "together", "tasks": together}]
+    raced = [[plan.race[0]]]
+    steps += [{"op": "manager"}, {"op": "pause", "label": "race"}]
+    for k in range(RACE_READS):
+        steps += [
+            {"op": "task", "label": f"race/{k}", "groups": raced},
+            {"op": "sleep", "s": RACE_GAP_S},
+        ]
+    steps.append({"op": "pause", "label": "race-end"})
+    return steps
+
+
+@dataclass(frozen=True)
+class TaskRead:
+    """What one task gave: per key group, per chunk, exact, wrong-bytes or miss; or the
+    whole task's ``error`` (LMCache raised), ``timeout`` (its wait gave up), ``hung`` or
+    ``crashed`` (the worker outlived its bound, or died, before the task's line)."""
+
+    cells: list[list[str]]
+    ending: str = ""
+    detail: str = ""
+
+    def summary(self) -> str:
+        """The observation as a matrix shows it: ``exact exact miss / exact miss miss``, or
+        the task's ending."""
+        if self.ending:
+            return self.ending
+        return " / ".join(" ".join(_SHORT[c] for c in row) for row in self.cells)
+
+
+_SHORT = {"exact": "E", "wrong-bytes": "W", "miss": "-", "unreadable": "U"}
+
+
+def task_read(row: dict[str, Any] | None) -> TaskRead:
+    """A worker line as a :class:`TaskRead` (None: the task was never reached)."""
+    if row is None:
+        return TaskRead([], "hung", "never reached")
+    if "cells" in row:
+        return TaskRead([[str(c) for c in r] for r in row["cells"]])
+    if row.get("timeout"):
+        return TaskRead([], "timeout")
+    if "error" in row:
+        return TaskRead([], "error", str(row["error"]))
+    return TaskRead([], str(row.get("outcome", "crashed")), str(row.get("detail", "")))
+
+
+def prefix_verdict(fault: Fault, serde: str, chunk: int, read: TaskRead) -> str | None:
+    """Why a task with ``fault`` done to chunk ``chunk`` of its second key group breaks
+    STORE-SERVE-PREFIX, or None: the task ends; every hit is the bytes written, except the
+    damaged object's where the adapter cannot know the damage; no key group has a hit at or
+    past ``chunk`` where it can know it, and each has every chunk before it, exact."""
+    if read.ending:
+        if read.ending in ("timeout", "hung", "crashed"):
+            return f"the task never ended ({read.ending})"
+        if chunk > 0:
+            gone = f"the {chunk} intact chunks before the damaged one are lost"
+            return f"the task failed ({read.ending}: {read.detail}): {gone}"
+        return None
+    for k, row in enumerate(read.cells):
+        for j, cell in enumerate(row):
+            damaged = k == 1 and j == chunk
+            if cell == "wrong-bytes" and not (damaged and not can_know(fault, serde)):
+                what = "the damaged object" if damaged else f"intact chunk {j} of key group {k}"
+                return f"{what} served with other bytes"
+            if cell == "unreadable":
+                return f"chunk {j} of key group {k} was a hit that could not be read from L1"
+    hits = [[c != "miss" for c in row] for row in read.cells]
+    lost = [(k, j) for k, row in enumerate(hits) for j in range(chunk) if not row[j]]
+    if lost:
+        return f"intact chunks before the damaged one lost: {_cells(lost)}"
+    beyond = [(k, j) for k, row in enumerate(hits) for j in range(chunk, len(row)) if row[j]]
+    if beyond and can_know(fault, serde):
+        return f"hits at or past the damaged chunk {chunk}: {_cells(beyond)}"
+    if beyond and len(beyond) != sum(len(r) - chunk for r in hits):
+        return f"hits past the damaged chunk that are not a prefix: {_cells(beyond)}"
+    return None
+
+
+def intact_verdict(read: TaskRead) -> str | None:
+    """Why an intact task breaks its rule (STORE-SERVE-AFTER, -MIXED, -TOGETHER), or None:
+    every chunk of every key group an exact hit."""
+    if read.ending:
+        return f"the task gave no hits ({read.ending}{': ' + read.detail if read.detail else ''})"
+    bad = [(k, j, c) for k, row in enumerate(read.cells) for j, c in enumerate(row) if c != "exact"]
+    if bad:
+        return "intact chunks not served exact: " + ", ".join(
+            f"group {k} chunk {j} {c}" for k, j, c in bad
+        )
+    return None
+
+
+def together_verdict(parts: list[TaskRead]) -> str | None:
+    """Why the tasks in flight together break STORE-SERVE-TOGETHER, or None: each ends; the
+    task over keys of its own is served exact; of the two over the same keys, every hit is
+    exact and every chunk a hit in at least one (the one that found the other loading it may
+    miss it: SPEC.md says why)."""
+    first, second, alone = parts
+    for k, read in enumerate(parts):
+        if read.ending:
+            return (
+                f"task {k} gave no hits ({read.ending}{': ' + read.detail if read.detail else ''})"
+            )
+    if (why := intact_verdict(alone)) is not None:
+        return f"task 2: {why}"
+    cells = zip(_flat(first.cells), _flat(second.cells), strict=True)
+    for j, (a, b) in enumerate(cells):
+        if {a, b} - {"exact", "miss"}:
+            return f"a chunk of the shared keys served as {a} and {b}"
+        if a == b == "miss":
+            return f"chunk {j % CHUNKS} of key group {j // CHUNKS} missed by both tasks over it"
+    return None
+
+
+def _flat(cells: list[list[str]]) -> list[str]:
+    return [c for row in cells for c in row]
+
+
+def later_verdict(fault: Fault, serde: str, before: TaskRead, after: TaskRead) -> str | None:
+    """Why an object changed in the store after the process read it breaks STORE-SERVE-LATER,
+    or None: its first read is exact; its read after the change ends, and is the bytes written
+    (a copy the process kept) or a miss, never other bytes where the adapter can know."""
+    if before.summary() != "E":
+        return f"its read before the change: {before.summary()}"
+    if after.ending and after.ending not in ENDED:
+        return f"its read after the change never ended ({after.ending})"
+    if after.summary() == "W" and can_know(fault, serde):
+        return "served with other bytes after the change"
+    return None
+
+
+def race_verdict(reads: list[TaskRead], rewrites: int) -> tuple[str, str | None]:
+    """What the race's reads gave (counts by outcome, and the writer's rewrites) and why
+    they break STORE-SERVE-RACE, or None: every read ends, and every hit is one of the
+    object's two versions (a miss costs a hit, not correctness). No race, no verdict: a
+    writer that rewrote the object less than once per read is the suite's failure."""
+    seen = [r.summary() for r in reads]
+    counts = ", ".join(f"{seen.count(s)} {s}" for s in sorted(set(seen)))
+    text = f"{counts} of {len(reads)} reads; {rewrites} rewrites"
+    if rewrites < len(reads):
+        return (
+            text,
+            f"the writer rewrote the object {rewrites} times in {len(reads)} reads: no race",
+        )
+    if unended := [r.summary() for r in reads if r.ending and r.ending not in ENDED]:
+        return text, f"{len(unended)} reads never ended ({unended[0]})"
+    if "W" in seen:
+        return text, f"{seen.count('W')} torn reads: a hit with bytes of neither version"
+    return text, None
+
+
+def _cells(cells: list[tuple[int, int]]) -> str:
+    return ", ".join(f"group {k} chunk {j}" for k, j in cells)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One judged case of a serving run: its id (the test's), its rule, and the task labels
+    it reads."""
+
+    id: str
+    rule: str
+
+
+def cases() -> list[Case]:
+    """Every judged case, in script order."""
+    out = [Case(task_case(f.name, p), "STORE-SERVE-PREFIX") for f in TASK_FAULTS for p in POSITIONS]
+    out += [Case(f"after-{f.name}", "STORE-SERVE-AFTER") for f in AFTER_FAULTS]
+    out += [Case(f"later-{f.name}", "STORE-SERVE-LATER") for f in LATER_FAULTS]
+    out += [Case("mixed", "STORE-SERVE-MIXED"), Case("together", "STORE-SERVE-TOGETHER")]
+    out.append(Case("race", "STORE-SERVE-RACE"))
+    return out
+
+
+@dataclass(frozen=True)
+class Served:
+    """A serving run: what each task gave, by label, and how often the race's writer
+    rewrote its object while the race's reads ran."""
+
+    reads: dict[str, TaskRead]
+    rewrites: int = 0
+
+
+def judge(case: str, serde: str, served: Served) -> tuple[str, str | None]:
+    """What ``case`` observed (as the matrix shows it) and why it breaks its rule (None:
+    it keeps it), from a serving run."""
+    reads = served.reads
+    if case == "race":
+        return race_verdict([reads[f"race/{k}"] for k in range(RACE_READS)], served.rewrites)
+    kind, _, rest = case.partition("-")
+    if kind == "task":
+        fault, _, position = rest.rpartition("-")
+        tries = [
+            reads[case],
+            *(reads[f"{case}#{t}"] for t in range(1, TASK_TRIES) if f"{case}#{t}" in reads),
+        ]
+        judged = [
+            (r, prefix_verdict(TASK_FAULT[fault], serde, POSITIONS[position], r)) for r in tries
+        ]
+        read, why = max(
+            judged, key=lambda j: (j[1] is not None, j[0].summary().count("W"), j[0].summary())
+        )
+        return read.summary(), why
+    if kind == "after":
+        start, damaged, read = reads[f"{case}-start"], reads[f"{case}-damaged"], reads[case]
+        seen = f"{damaged.summary()}, then {read.summary()}"
+        if (why := intact_verdict(start)) is not None:
+            return seen, f"its intact task before the damaged one: {why}"
+        return seen, intact_verdict(read)
+    if kind == "later":
+        before, after = reads[f"{case}-before"], reads[case]
+        seen = f"{before.summary()}, then {after.summary()}"
+        return seen, later_verdict(BY_NAME[rest], serde, before, after)
+    if case == "together":
+        parts = [reads[label] for label in sorted(reads) if label.startswith("together/")]
+        return " | ".join(r.summary() for r in parts), together_verdict(parts)
+    read = reads[case]
+    return read.summary(), intact_verdict(read)

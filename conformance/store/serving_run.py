@@ -1,0 +1,209 @@
+"""Run a serving script (:mod:`.serving`) against one damaged store: the worker
+(:mod:`.lmcache_serving_worker`) in a process group of its own, under a bound on the whole
+script, and at each of its pauses the change to the store that the pause waits for, done with
+the store's own client (:mod:`.views`), never through LMCache."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from lmckv.base import process_groups
+
+from .faults import damage_object
+from .lmcache_writer import (
+    PROBE_SLACK_S,
+    PROBE_STARTUP_S,
+    PROBE_WAIT_S,
+    WORKER_REAP_S,
+    expected_names,
+    serde_cast,
+)
+from .serving import EVICTED, TASK_FAULTS, Served, ServingPlan, script, task_read
+from .views import StoreView
+
+#: Seconds the worker waits at a pause; the bound on the whole script is the worker's start,
+#: a read's wait and slack per task (:mod:`.lmcache_writer`'s, as for a probe), and a pause's
+#: wait per pause.
+PAUSE_S = 30.0
+#: Seconds the worker may go without a line (a step, a task, a pause) before it counts as
+#: hung: a manager's start, a task's wait, a pause.
+QUIET_S = 30.0
+#: Seconds between looks at the worker's lines.
+POLL_S = 0.02
+WORKER_PATH = Path(__file__).with_name("lmcache_serving_worker.py")
+#: The race's writer stops by itself after this many seconds or rewrites.
+RACE_MAX_S = 60.0
+RACE_MAX_REWRITES = 100_000
+
+
+def damage_before(view: StoreView, adapter: str, serde: str, plan: ServingPlan) -> None:
+    """The task cases' faults done before the worker starts (all but ``evicted``, which
+    the worker pauses for)."""
+    names = expected_names(adapter, plan.objects)
+    for fault in TASK_FAULTS:
+        if fault is EVICTED:
+            continue
+        for case, index in plan.damaged.items():
+            if case.startswith(f"task-{fault.name}-"):
+                damage_object(view.source, fault.name, names[index], "", serde)
+
+
+def serve(
+    spec: str, view: StoreView, plan: ServingPlan, serde: str, *, python: str = sys.executable
+) -> Served:
+    """Run the plan's script on the store of ``spec``: what each task gave, by label, and
+    the race writer's rewrites."""
+    steps = script(plan)
+    names = expected_names(view.adapter, plan.objects)
+    actions: dict[str, Callable[[], None]] = {
+        case: functools.partial(view.delete, names[index])
+        for case, index in plan.damaged.items()
+        if case.startswith(f"task-{EVICTED.name}-")
+    }
+
+    def later() -> None:
+        for fault, (index, source) in plan.later.items():
+            damage_object(view.source, fault, names[index], names[source], serde)
+
+    raced, other = (names[i] for i in plan.race)
+    writer = RacingWriter(view, raced, [view.get(raced), view.get(other)])
+    actions.update(later=later, race=writer.start, **{"race-end": writer.stop})
+    # Every task the worker may read: a together step's each, a damaged task's tries.
+    tasks = sum(
+        len(s.get("tasks", [0])) + s.get("again", {}).get("tries", 1) - 1
+        for s in steps
+        if s["op"] in ("task", "together")
+    )
+    budget = PROBE_STARTUP_S + tasks * (PROBE_WAIT_S + PROBE_SLACK_S) + len(actions) * PAUSE_S
+    versions = {plan.race[0]: [plan.objects[plan.race[1]].seed]}
+    try:
+        rows, ending = _run(spec, plan, steps, actions, budget, python, versions)
+    finally:
+        writer.stop()
+    labels = [str(s["label"]) for s in steps if s["op"] == "task"]
+    for s in steps:
+        if s["op"] == "together":
+            labels += [f"{s['label']}/{k}" for k in range(len(s["tasks"]))]
+        if "again" in s:  # the tries the worker read again, where it did
+            labels += [label for label in rows if label.startswith(f"{s['label']}#")]
+    reads = {label: task_read(rows.get(label, ending)) for label in labels}
+    return Served(reads, writer.rewrites)
+
+
+class RacingWriter:
+    """Rewrites one object of a store, in turn with each of ``versions``, each put whole,
+    from :meth:`start` until :meth:`stop` (bounded: :data:`RACE_MAX_S`,
+    :data:`RACE_MAX_REWRITES`)."""
+
+    def __init__(self, view: StoreView, name: str, versions: list[bytes]) -> None:
+        self.view, self.name, self.versions = view, name, versions
+        self.rewrites = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._rewrite, daemon=True)
+        self._thread.start()
+
+    def _rewrite(self) -> None:
+        deadline = time.monotonic() + RACE_MAX_S
+        for k in range(RACE_MAX_REWRITES):
+            if self._stop.is_set() or time.monotonic() > deadline:
+                break
+            self.view.put(self.name, self.versions[k % len(self.versions)])
+            self.rewrites = k + 1
+        # Left as it was written: the object's own bytes.
+        self.view.put(self.name, self.versions[0])
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(RACE_MAX_S)
+
+
+def _run(
+    spec: str,
+    plan: ServingPlan,
+    steps: list[dict[str, Any]],
+    actions: dict[str, Callable[[], None]],
+    budget: float,
+    python: str,
+    versions: dict[int, list[int]],
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any] | None]:
+    """The worker's task lines by label, and how it ended if it stopped before its script
+    was done (None when it finished it)."""
+    with tempfile.TemporaryDirectory(prefix="lmckv-serve-") as tmp:
+        work = Path(tmp)
+        doc = {
+            "specs": [spec], "objects": [o.to_json() for o in plan.objects],
+            "timeout_s": PROBE_WAIT_S, "casts": [serde_cast(spec)], "script": steps,
+            "pause_s": PAUSE_S, "versions": {str(i): v for i, v in versions.items()},
+        }  # fmt: skip
+        (work / "plan.json").write_text(json.dumps(doc), encoding="utf-8")
+        argv = [python, "-P", str(WORKER_PATH), "plan.json", "out.jsonl"]
+        env = {**os.environ, "LMCACHE_LOG_LEVEL": "WARNING", "PYTHONUNBUFFERED": "1"}
+        rows: dict[str, dict[str, Any]] = {}
+        with (work / "worker.log").open("wb") as log:
+            proc = subprocess.Popen(
+                argv, cwd=work, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env=env, start_new_session=True,
+            )  # fmt: skip
+        process_groups.register(proc.pid)
+        done, seen, why = False, 0, f"no answer within {budget:.0f} s"
+        try:
+            deadline = time.monotonic() + budget
+            quiet_until = time.monotonic() + PROBE_STARTUP_S
+            for _ in range(int(budget / POLL_S) + 1):
+                lines = _lines(work / "out.jsonl")
+                if len(lines) > seen:
+                    quiet_until = time.monotonic() + QUIET_S
+                for row in lines[seen:]:
+                    if "pause" in row:
+                        label = str(row["pause"])
+                        actions.get(label, lambda: None)()
+                        (work / f"go-{label}").touch()
+                    elif "label" in row:
+                        rows[str(row["label"])] = row
+                    elif row.get("script") == "done":
+                        done = True
+                seen = len(lines)
+                if done or proc.poll() is not None or time.monotonic() > deadline:
+                    break
+                if time.monotonic() > quiet_until:
+                    why = f"no line for {QUIET_S:.0f} s after {seen} lines"
+                    break
+                time.sleep(POLL_S)
+            for row in _lines(work / "out.jsonl")[seen:]:
+                if "label" in row:
+                    rows[str(row["label"])] = row
+                done = done or row.get("script") == "done"
+        finally:
+            process_groups.release(proc.pid)
+            proc.wait(timeout=WORKER_REAP_S)
+        if done:
+            return rows, None
+        log_text = (work / "worker.log").read_text(encoding="utf-8", errors="replace")
+        if proc.returncode not in (None, 0, -9):
+            return rows, {
+                "outcome": "crashed",
+                "detail": f"exit {proc.returncode}: {log_text[-500:]}",
+            }
+        return rows, {"outcome": "hung", "detail": why}
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    """The worker's complete lines so far."""
+    if not path.is_file():
+        return []
+    text = path.read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines(keepends=True) if line.endswith("\n")]

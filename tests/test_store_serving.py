@@ -1,0 +1,214 @@
+"""The serving cases' plan, script and verdicts (conformance/store/serving.py; SPEC.md
+"Serving from a store"): each rule judged on constructed task reads, so that a verdict that
+would let a broken release pass, or fail a good one, fails here without a store."""
+
+from __future__ import annotations
+
+import pytest
+
+from lmckv.conformance.core.rules import RULES
+from lmckv.conformance.store.faults import BY_NAME
+from lmckv.conformance.store.serving import (
+    CHUNKS,
+    EVICTED,
+    LATER_FAULTS,
+    POSITIONS,
+    RACE_READS,
+    TASK_FAULT,
+    Served,
+    TaskRead,
+    cases,
+    judge,
+    prefix_verdict,
+    script,
+    serving_plan,
+    task_case,
+)
+
+E, W, M = "exact", "wrong-bytes", "miss"
+
+
+def rows(*groups: str) -> TaskRead:
+    """``rows("E E -", "E - -")``: a task read from its matrix text."""
+    short = {"E": E, "W": W, "-": M, "U": "unreadable"}
+    return TaskRead([[short[c] for c in g.split()] for g in groups])
+
+
+def test_the_plan_damages_one_object_of_the_second_group_at_each_position() -> None:
+    plan = serving_plan()
+    for fault in TASK_FAULT:
+        for position, chunk in POSITIONS.items():
+            case = task_case(fault, position)
+            groups = plan.tasks[case]
+            assert [len(g) for g in groups] == [CHUNKS, CHUNKS]
+            assert plan.damaged[case] == groups[1][chunk]
+    everything = [i for groups in plan.tasks.values() for g in groups for i in g]
+    damaged = set(plan.damaged.values())
+    # No damaged object is read by another task, and every object is written once.
+    for case, groups in plan.tasks.items():
+        if not case.startswith("task-"):
+            assert not damaged & {i for g in groups for i in g}, case
+    assert len({o.chunk_hash for o in plan.objects}) == len(plan.objects)
+    assert max(everything) < len(plan.objects)
+
+
+def test_the_script_reads_every_judged_case_and_pauses_once_per_eviction() -> None:
+    plan = serving_plan()
+    steps = script(plan)
+    labels = {str(s["label"]) for s in steps if s["op"] == "task"}
+    for case in cases():
+        assert case.rule in RULES
+        if case.id == "together":
+            assert any(s["op"] == "together" for s in steps)
+        elif case.id == "race":
+            assert {f"race/{k}" for k in range(RACE_READS)} <= labels
+        else:
+            assert case.id in labels
+        if case.id.startswith("later-"):
+            assert f"{case.id}-before" in labels
+    armed = [s for s in steps if s["op"] == "arm"]
+    assert len(armed) == len(POSITIONS)
+    assert all(s["label"].startswith(f"task-{EVICTED.name}-") for s in armed)
+    pauses = [s["label"] for s in steps if s["op"] == "pause"]
+    assert pauses == ["later", "race", "race-end"]
+    # Each case starts in a StorageManager that has read nothing damaged: each whole task in
+    # its own; no other case shares one with a case read before it.
+    first_read: dict[str, str] = {}
+    manager = 0
+    for s in steps:
+        manager += s["op"] == "manager"
+        if s["op"] in ("task", "together"):
+            case = (
+                s["label"]
+                .split("/")[0]
+                .removesuffix("-start")
+                .removesuffix("-damaged")
+                .removesuffix("-before")
+            )
+            first_read.setdefault(case, f"manager {manager}")
+    owners = list(first_read.values())
+    shared = {m for m in owners if owners.count(m) > 1}
+    assert {c for c, m in first_read.items() if m in shared} == {
+        f"later-{f.name}" for f in LATER_FAULTS
+    }
+
+
+@pytest.mark.parametrize(
+    ("fault", "serde", "chunk", "read", "broken"),
+    [
+        # The rule kept: every group has the chunks before c, nothing at or past c.
+        ("truncated", "none", 1, rows("E - -", "E - -"), False),
+        ("truncated", "none", 0, rows("- - -", "- - -"), False),
+        ("deleted", "aesgcm", 2, rows("E E -", "E E -"), False),
+        # A change the serde cannot see: every chunk, the damaged one with its changed bytes.
+        ("flip-v", "none", 1, rows("E E E", "E W E"), False),
+        ("flip-v", "none", 1, rows("E - -", "E - -"), False),
+        # Broken: an intact chunk with other bytes (the S3 overrun into its neighbour).
+        ("grown", "none", 1, rows("E E E", "E E W"), True),
+        # Broken: a chunk before the damage lost (the whole task lost to one tag failure).
+        ("flip-v", "aesgcm", 1, rows("- - -", "- - -"), True),
+        # Broken: a hit past the damage where the adapter can know it.
+        ("truncated", "fp8", 1, rows("E E E", "E - E"), True),
+        ("grown", "none", 0, rows("E E E", "E E E"), True),
+        # Broken: a changed object served, where a tag would have told.
+        ("flip-v", "aesgcm", 2, rows("E E E", "E E W"), True),
+        # Broken: hits past the damage that are not a prefix (a hole).
+        ("flip-v", "none", 0, rows("E - E", "W E E"), True),
+        # Broken: a hit L1 could not give back.
+        ("deleted", "none", 2, rows("E U -", "E E -"), True),
+    ],
+)
+def test_prefix_semantics(fault: str, serde: str, chunk: int, read: TaskRead, broken: bool) -> None:
+    why = prefix_verdict(TASK_FAULT[fault], serde, chunk, read)
+    assert (why is not None) == broken, why
+
+
+@pytest.mark.parametrize(
+    ("ending", "chunk", "broken"),
+    [
+        ("timeout", 0, True),
+        ("hung", 2, True),
+        ("crashed", 0, True),
+        ("error", 0, False),
+        ("error", 1, True),
+    ],
+)
+def test_a_task_that_does_not_end_or_fails_whole(ending: str, chunk: int, broken: bool) -> None:
+    why = prefix_verdict(EVICTED, "none", chunk, TaskRead([], ending, "x"))
+    assert (why is not None) == broken, why
+
+
+def test_judge_reads_each_kind_of_case() -> None:
+    intact = rows("E E E", "E E E")
+    reads = {
+        "task-deleted-middle": rows("E - -", "E - -"),
+        "after-truncated-start": intact,
+        "after-truncated-damaged": rows("E - -", "E - -"),
+        "after-truncated": rows("- - -", "- - -"),
+        "after-grown-start": rows("- - -", "- - -"),
+        "after-grown-damaged": intact,
+        "after-grown": intact,
+        "later-truncated-before": rows("E"),
+        "later-truncated": rows("W"),
+        "later-flip-v-before": rows("E"),
+        "later-flip-v": rows("W"),
+        "mixed": intact,
+        "together/0": intact,
+        "together/1": intact,
+        "together/2": TaskRead([], "timeout"),
+    }
+    served = Served(reads)
+    assert judge("task-deleted-middle", "none", served) == ("E - - / E - -", None)
+    seen, why = judge("after-truncated", "none", served)
+    assert seen == "E - - / E - -, then - - - / - - -" and why is not None
+    # An after case whose manager could not serve before the damage judges nothing of it.
+    why = judge("after-grown", "none", served)[1]
+    assert why is not None and why.startswith("its intact task before the damaged one")
+    seen, why = judge("later-truncated", "none", served)
+    assert seen == "E, then W" and why is not None  # a cut object's size tells
+    assert judge("later-flip-v", "fp8", served) == ("E, then W", None)  # no checksum: cannot tell
+    assert judge("later-flip-v", "aesgcm", served)[1] is not None
+    assert judge("mixed", "none", served) == ("E E E / E E E", None)
+    seen, why = judge("together", "none", served)
+    assert seen == "E E E / E E E | E E E / E E E | timeout"
+    assert why is not None and why.startswith("task 2")
+    assert BY_NAME["replaced"].rule == "STORE-LOAD-KEY"
+
+
+def race(*summaries: str, rewrites: int) -> Served:
+    reads = [rows(s) if s != "timeout" else TaskRead([], "timeout") for s in summaries]
+    return Served({f"race/{k}": r for k, r in enumerate(reads)}, rewrites)
+
+
+def test_the_race_is_judged_by_its_worst_read_and_only_when_it_raced() -> None:
+    n = RACE_READS
+    assert judge("race", "none", race(*["E"] * n, rewrites=5 * n)) == (
+        f"{n} E of {n} reads; {5 * n} rewrites",
+        None,
+    )
+    seen, why = judge("race", "none", race(*["E"] * (n - 2), "-", "-", rewrites=n))
+    assert why is None and seen.startswith(f"2 -, {n - 2} E")  # a miss costs a hit only
+    why = judge("race", "none", race(*["E"] * (n - 1), "W", rewrites=n))[1]
+    assert why is not None and "torn" in why
+    why = judge("race", "none", race(*["E"] * (n - 1), "timeout", rewrites=n))[1]
+    assert why is not None and "never ended" in why
+    why = judge("race", "none", race(*["E"] * n, rewrites=n - 1))[1]
+    assert why is not None and "no race" in why
+
+
+def test_tasks_together_may_miss_what_the_other_is_loading_but_never_lose_it() -> None:
+    intact = rows("E E E", "E E E")
+
+    def together(*parts: TaskRead) -> str | None:
+        return judge("together", "none", Served({f"together/{k}": p for k, p in enumerate(parts)}))[
+            1
+        ]
+
+    assert together(intact, intact, intact) is None
+    # The second task met the first loading the shared keys: a miss, not a loss.
+    assert together(intact, rows("- - -", "- - -"), intact) is None
+    assert together(rows("- - -", "- - -"), intact, intact) is None
+    # Lost: a chunk neither task got; a hit with other bytes; the task of its own keys short.
+    assert together(rows("E - E", "E E E"), rows("E - -", "- - -"), intact) is not None
+    assert together(intact, rows("E W E", "E E E"), intact) is not None
+    assert together(intact, intact, rows("E E -", "E E E")) is not None
