@@ -1,5 +1,7 @@
 """The adapter x serde x fault matrix: what each L2 adapter of a release served from a damaged
-store (the suite's ``test_store_load`` tests; SPEC.md "Reading a damaged store")."""
+store (the suite's ``test_store_load`` tests; SPEC.md "Reading a damaged store"), then the
+serving cases (``test_store_serve``; SPEC.md "Serving from a store"): what whole tasks, a
+long-lived process and tasks in flight together were served."""
 
 from __future__ import annotations
 
@@ -7,15 +9,18 @@ import pandas as pd
 
 from ..conformance.store import catalogue
 from ..conformance.store.faults import FAULTS, adapters, can_know, serdes
+from ..conformance.store.serving import cases
 from .conformance_section import LABEL, SEVERITY, spec_link
 from .html import OUTCOME_CLASS, Section, note, outcome_legend, paragraph, table
 from .inputs import ReportInputs
 from .output import Output
 
-#: The tests the matrix is made of.
+#: The tests the matrix is made of: the damaged store's reads, and the serving cases (a row
+#: per case; its one judged read is the case's tasks).
 TEST = "test_store_load.py::test_store_load["
+SERVE_TEST = "test_store_load.py::test_store_serve["
 TITLE = "L2 adapters × serde × fault"
-FAULT_ORDER = {f.name: i for i, f in enumerate(FAULTS)}
+FAULT_ORDER = {n: i for i, n in enumerate([*(f.name for f in FAULTS), *(c.id for c in cases())])}
 BY_FAULT = {f.name: f for f in FAULTS}
 
 
@@ -24,13 +29,17 @@ def adapter_cells(tests: pd.DataFrame) -> pd.DataFrame:
     neighbours) of the store-load tests, with its rule, outcome and observation."""
     rows = []
     for _, t in tests.iterrows():
-        test_id = str(t["id"])
-        if TEST not in test_id:
+        test_id, impl = str(t["id"]), str(t["impl"])
+        if TEST in test_id:
+            params = test_id.split(TEST, 1)[1].rstrip("]")
+            adapter, serde, rest = params.removeprefix(f"{impl}-").split("-", 2)
+            fault, judged = rest.rsplit("-", 1)
+        elif SERVE_TEST in test_id:
+            params = test_id.split(SERVE_TEST, 1)[1].rstrip("]")
+            adapter, serde, fault = params.removeprefix(f"{impl}-").split("-", 2)
+            judged = "target"
+        else:
             continue
-        params = test_id.split(TEST, 1)[1].rstrip("]")
-        impl = str(t["impl"])
-        adapter, serde, rest = params.removeprefix(f"{impl}-").split("-", 2)
-        fault, judged = rest.rsplit("-", 1)
         observed = t.get("observed")
         rows.append(
             {
@@ -114,8 +123,10 @@ def adapter_section(inputs: ReportInputs, out: Output, spec_href: str) -> Sectio
             "adapter with the serde (exact, wrong-bytes, miss, timeout, error), then the intact "
             "objects read before and after it when they were not all exact hits. A raw or fp8 "
             "store cannot see a changed byte or another key's object (its cells pass while "
-            "serving them); aesgcm sees a changed byte. Colour: the worst outcome of the cell's "
-            "tests."
+            "serving them); aesgcm sees a changed byte. The rows after the faults are the "
+            "serving cases (task-, after-, later-, mixed, together): per task, each key group's "
+            "chunks as E (exact hit), W (hit with other bytes) or - (miss), groups split by /. "
+            "Colour: the worst outcome of the cell's tests."
         )
         + outcome_legend()
         + table(
