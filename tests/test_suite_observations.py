@@ -66,6 +66,21 @@ def test_a_changed_message_is_a_changed_failure(patched: dict[str, str]) -> None
     assert "now [observed: raw:builtins.ValueError: memory format out of range]" in test["reason"]
 
 
+def test_a_failure_listed_with_alternatives_matches_any_of_them(patched: dict[str, str]) -> None:
+    """A line may list the ways a failure shows, timing deciding which: the changed message
+    is then one of them, and the test is the known failure again."""
+    lists = Path(patched["LMCKV_KNOWN_FAILURES_DIR"]) / "upstream-0.5.6.txt"
+    was = "raw:builtins.ValueError: # is not a valid MemoryFormat"
+    now = "raw:builtins.ValueError: memory format out of range"
+    text = lists.read_text(encoding="utf-8")
+    assert f"[observed: {was}]" in text
+    lists.write_text(text.replace(f"[observed: {was}]", f"[observed: {was} ‖ {now}]"), "utf-8")
+    run = run_suite(["upstream"], NODE, "-p", "lmckv_patch_message", env=patched)
+    assert run.returncode == 0, run.output[-3000:]
+    (test,) = run.results["tests"]
+    assert (test["outcome"], test["observed"]) == ("known_failure", now)
+
+
 def test_update_expectations_rewrites_only_the_observation(patched: dict[str, str]) -> None:
     path = Path(patched["LMCKV_KNOWN_FAILURES_DIR"]) / "upstream-0.5.6.txt"
     before = path.read_text(encoding="utf-8").splitlines()

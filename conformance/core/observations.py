@@ -30,6 +30,9 @@ KEY_LENGTH = 100
 #: How an observation is written at the end of a known-failure line.
 OBSERVED_OPEN = " [observed: "
 OBSERVED_CLOSE = "]"
+#: Between the observations of a failure that shows one of several ways, timing deciding
+#: which (each of them a failure of the line's rule; SPEC.md's differences say why).
+OR = " ‖ "
 
 _PATH = re.compile(r"(?<![\w.])(?:/[\w.@+-]+){2,}/?")
 _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:0x[0-9a-fA-F]+|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)(?![\w])")
@@ -80,6 +83,11 @@ def split_reason(text: str) -> tuple[str, str | None]:
         reason, _, observed = text.rpartition(OBSERVED_OPEN)
         return reason.strip(), observed[: -len(OBSERVED_CLOSE)].strip() or None
     return text, None
+
+
+def recorded(listed: str, observed: str) -> bool:
+    """Whether ``observed`` is the observation a line lists, or one of its alternatives."""
+    return observed in listed.split(OR)
 
 
 def join_reason(reason: str, observed: str | None) -> str:

@@ -7,8 +7,9 @@ how the test failed when the line was written: ``raw:builtins.ValueError: <stabl
 the message>``, ``accepted``, ``fields: a, b`` or ``failed: <key>``. ``#`` starts a comment
 line. A listed test that passes fails the run, and so does a listed test that no longer
 exists: the lists can only shrink. A listed test that fails with another observation fails
-the run as "failure changed"; ``--update-expectations`` rewrites the observations of the
-listed tests that still fail (it never adds or removes a line).
+the run as "failure changed" (a line may list several observations, separated by ``‖``,
+where timing decides which way the test fails); ``--update-expectations`` rewrites the
+observations of the listed tests that still fail (it never adds or removes a line).
 
 A ``*`` in a test id matches any text: ``test_matrix_payload[upstream-to-*-enc-...]`` lists
 a producer's failure whatever implementation consumes its output.
@@ -45,6 +46,7 @@ from ..core.observations import (
     OBSERVED_CLOSE,
     OBSERVED_OPEN,
     join_reason,
+    recorded,
     split_reason,
 )
 from . import differences
@@ -320,7 +322,7 @@ class Verdicts:
         if line is None or self.updating:
             return None
         was = line.known.observation_for(line.test_id)
-        if was is None or was == observed:
+        if was is None or recorded(was, observed):
             return None
         return (
             f"{FAILURE_CHANGED}{line.where} ({line.test_id}) lists"
