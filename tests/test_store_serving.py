@@ -212,3 +212,17 @@ def test_tasks_together_may_miss_what_the_other_is_loading_but_never_lose_it() -
     assert together(rows("E - E", "E E E"), rows("E - -", "- - -"), intact) is not None
     assert together(intact, rows("E W E", "E E E"), intact) is not None
     assert together(intact, intact, rows("E E -", "E E E")) is not None
+
+
+def test_an_after_case_judges_the_damaged_task_read_by_a_manager_that_had_served() -> None:
+    intact = rows("E E E", "E E E")
+    reads = {
+        "after-truncated-start": intact,
+        "after-truncated-damaged": rows("E E W", "E W E"),  # seen on 0.5.3's resp
+        "after-truncated": intact,
+    }
+    seen, why = judge("after-truncated", "none", Served(reads))
+    assert why is not None and why.startswith("the damaged task")
+    assert seen == "E E W / E W E (the damaged task)"  # what came after it is not judged
+    reads["after-truncated-damaged"] = rows("E - -", "E - -")
+    assert judge("after-truncated", "none", Served(reads))[1] is None

@@ -247,6 +247,8 @@ class Script:
                 ):
                     for t in range(1, int(again["tries"])):
                         self.new_manager()
+                        if again.get("warm"):
+                            self._task(again["warm"], f"{step['label']}#{t}-warm")
                         self._task(step["groups"], f"{step['label']}#{t}")
             elif op == "together":
                 self._together(step["tasks"], str(step["label"]))

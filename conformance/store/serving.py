@@ -150,10 +150,12 @@ def script(plan: ServingPlan) -> list[dict[str, Any]]:
     for fault in AFTER_FAULTS:
         damaged = plan.tasks[task_case(fault.name, "middle")]
         case, intact = f"after-{fault.name}", plan.tasks["intact"]
-        reads = {f"{case}-start": intact, f"{case}-damaged": damaged, case: intact}
+        again = {"cell": [1, POSITIONS["middle"]], "tries": TASK_TRIES, "warm": intact}
         steps += [
             {"op": "manager"},
-            *({"op": "task", "label": k, "groups": g} for k, g in reads.items()),
+            {"op": "task", "label": f"{case}-start", "groups": intact},
+            {"op": "task", "label": f"{case}-damaged", "groups": damaged, "again": again},
+            {"op": "task", "label": case, "groups": intact},
         ]
     steps.append({"op": "manager"})
     for name, (index, _source) in plan.later.items():
@@ -313,6 +315,17 @@ def race_verdict(reads: list[TaskRead], rewrites: int) -> tuple[str, str | None]
     return text, None
 
 
+def worst_read(
+    fault: Fault, serde: str, chunk: int, reads: dict[str, TaskRead], label: str
+) -> tuple[TaskRead, str | None]:
+    """The worst of a damaged task's tries (``label``, ``label#1``, ...) by
+    STORE-SERVE-PREFIX, and why it breaks the rule: a read that breaks it, then the one with
+    the most hits of other bytes; ties by their text, so that the same tries give the same."""
+    tries = [reads[label], *(r for t in range(1, TASK_TRIES) if (r := reads.get(f"{label}#{t}")))]
+    judged = [(r, prefix_verdict(fault, serde, chunk, r)) for r in tries]
+    return max(judged, key=lambda j: (j[1] is not None, j[0].summary().count("W"), j[0].summary()))
+
+
 def _cells(cells: list[tuple[int, int]]) -> str:
     return ", ".join(f"group {k} chunk {j}" for k, j in cells)
 
@@ -354,23 +367,21 @@ def judge(case: str, serde: str, served: Served) -> tuple[str, str | None]:
     kind, _, rest = case.partition("-")
     if kind == "task":
         fault, _, position = rest.rpartition("-")
-        tries = [
-            reads[case],
-            *(reads[f"{case}#{t}"] for t in range(1, TASK_TRIES) if f"{case}#{t}" in reads),
-        ]
-        judged = [
-            (r, prefix_verdict(TASK_FAULT[fault], serde, POSITIONS[position], r)) for r in tries
-        ]
-        read, why = max(
-            judged, key=lambda j: (j[1] is not None, j[0].summary().count("W"), j[0].summary())
-        )
+        read, why = worst_read(TASK_FAULT[fault], serde, POSITIONS[position], reads, case)
         return read.summary(), why
     if kind == "after":
-        start, damaged, read = reads[f"{case}-start"], reads[f"{case}-damaged"], reads[case]
-        seen = f"{damaged.summary()}, then {read.summary()}"
-        if (why := intact_verdict(start)) is not None:
-            return seen, f"its intact task before the damaged one: {why}"
-        return seen, intact_verdict(read)
+        start, read = reads[f"{case}-start"], reads[case]
+        middle = POSITIONS["middle"]
+        damaged, why = worst_read(BY_NAME[rest], serde, middle, reads, f"{case}-damaged")
+        if (start_why := intact_verdict(start)) is not None:
+            return (
+                f"{start.summary()} (before)",
+                f"its intact task before the damaged one: {start_why}",
+            )
+        if why is not None:
+            why = f"the damaged task, read by a StorageManager that had served: {why}"
+            return f"{damaged.summary()} (the damaged task)", why
+        return f"{damaged.summary()}, then {read.summary()}", intact_verdict(read)
     if kind == "later":
         before, after = reads[f"{case}-before"], reads[case]
         seen = f"{before.summary()}, then {after.summary()}"
