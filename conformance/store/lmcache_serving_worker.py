@@ -62,6 +62,9 @@ def _load_worker() -> ModuleType:
 
 
 W = _load_worker()
+#: Threads of the process above which a new StorageManager waits for older ones to close
+#: (:meth:`Script.new_manager`).
+THREADS = 1000
 #: Seconds between looks for a ``go-L`` file.
 PAUSE_POLL_S = 0.02
 
@@ -79,6 +82,7 @@ class Script:
         }
         self.out, self.cwd = out, cwd
         self.manager: Any = None
+        self.managers = 0
         self.closing: list[threading.Thread] = []
         self.armed: dict[Any, str] = {}
         self.expected: dict[int, list[bytes]] = {}
@@ -97,10 +101,24 @@ class Script:
             time.sleep(PAUSE_POLL_S)
 
     def new_manager(self) -> None:
+        """Close the manager (in a thread: a close takes a second or two, and one whose
+        connection a damaged read left stuck may not end) and build the next. While the
+        process has more than :data:`THREADS` threads, the oldest close is waited for first
+        (:data:`W.CLOSE_WAIT_S` at most): a manager holds its adapter's threads until its
+        close ends (lmcache 0.5.7rc2's ``fs_native`` client, 264 of them), and a process
+        that piles them up cannot start another ("Resource temporarily unavailable")."""
         if self.manager is not None:
             self.closing.append(threading.Thread(target=self.manager.close, daemon=True))
             self.closing[-1].start()
-        self.manager = W.build_manager(self.spec)
+        self.closing = [t for t in self.closing if t.is_alive()]
+        while self.closing and _threads() > THREADS:
+            self.closing.pop(0).join(W.CLOSE_WAIT_S)
+        # A segment name of its own: a manager closing (in a thread) while the next one runs
+        # would otherwise unlink the next one's pool (lmcache 0.5.7rc2 then exits on
+        # FileNotFoundError in free_shm_pinned_ptr).
+        self.managers += 1
+        shm_name = f"lmcache_l1_pool_{os.getpid()}_{self.managers}"
+        self.manager = W.build_manager(self.spec, shm_name)
         self._hook(self.manager)
 
     def _hook(self, manager: Any) -> None:
@@ -284,6 +302,14 @@ class Script:
         deadline = time.monotonic() + W.CLOSE_WAIT_S
         for thread in self.closing:
             thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def _threads() -> int:
+    """The process's threads, native ones included (Linux; 0 where it cannot tell)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 0
 
 
 def _with_seed(obj: Any, seed: int) -> Any:

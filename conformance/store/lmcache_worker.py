@@ -177,11 +177,16 @@ def expected_read_bytes(obj: PlanObject, cast: str) -> bytes:
     return tensor_bytes(data)
 
 
-def build_manager(spec: str) -> Any:
-    """A StorageManager built from the MP server's flags with ``--l2-adapter spec``."""
+def build_manager(spec: str, shm_name: str = "") -> Any:
+    """A StorageManager built from the MP server's flags with ``--l2-adapter spec``; its L1
+    pool's shared-memory segment named ``shm_name`` where given (every release names it
+    ``lmcache_l1_pool_<pid>`` by default: one name for all the managers of a process)."""
     config = importlib.import_module("lmcache.v1.distributed.config")
     manager_module = importlib.import_module("lmcache.v1.distributed.storage_manager")
-    return manager_module.StorageManager(config.parse_args([*L1_FLAGS, "--l2-adapter", spec]))
+    parsed = config.parse_args([*L1_FLAGS, "--l2-adapter", spec])
+    if shm_name:
+        parsed.l1_manager_config.memory_config.shm_name = shm_name
+    return manager_module.StorageManager(parsed)
 
 
 @contextmanager

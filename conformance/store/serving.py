@@ -27,8 +27,8 @@ damaged, so that what one case leaves behind is never judged as another's outcom
 
 Each outcome but two is fixed by the script, not by timing: one worker, a fixed order, each
 fault done at a known point (the worker pauses while the caller does it). Where a damaged
-object was served as a hit, its task is read :data:`TASK_TRIES` times, each in a fresh
-StorageManager, and judged by its worst read: the bytes it brought may land in another
+object was served as a hit, its task is read :data:`TASK_TRIES` times by its StorageManager
+and judged by its worst read: the bytes it brought may land in another
 object's buffer, or not, by the order in which LMCache's loads complete. The race is
 timing by nature: it is judged by its worst read of :data:`RACE_READS`, and fails when the
 writer did not rewrite the object at least once per read (no race was run).
@@ -218,7 +218,9 @@ def prefix_verdict(fault: Fault, serde: str, chunk: int, read: TaskRead) -> str 
     past ``chunk`` where it can know it, and each has every chunk before it, exact."""
     if read.ending:
         if read.ending in ("timeout", "hung", "crashed"):
-            return f"the task never ended ({read.ending})"
+            return (
+                f"the task never ended ({read.ending}{': ' + read.detail if read.detail else ''})"
+            )
         if chunk > 0:
             gone = f"the {chunk} intact chunks before the damaged one are lost"
             return f"the task failed ({read.ending}: {read.detail}): {gone}"
