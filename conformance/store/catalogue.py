@@ -189,7 +189,10 @@ def _redis(folder: Path, stack: contextlib.ExitStack) -> dict[str, Any]:
     if why := servers.missing_redis_server():
         raise servers.StoreUnavailable(why)
     server = stack.enter_context(servers.RedisServer(folder))
-    return {"host": servers.HOST, "port": server.port}
+    # One connection (LMCache's default is 8): a connection a damaged object leaves unusable
+    # then serves every later read, so what follows a damage is fixed, not luck (SPEC.md
+    # STORE-LOAD-NEIGHBOURS, differences item 48).
+    return {"host": servers.HOST, "port": server.port, "num_workers": 1}
 
 
 def _s3(folder: Path, stack: contextlib.ExitStack) -> dict[str, Any]:
