@@ -93,16 +93,18 @@ def run_adapter(adapter: str, *, python: str = sys.executable) -> AdapterRun:
             damage(view.source, names, serde, adapter)
             damage_before(view, adapter, serde, tasks)
         everything = [*plan, *named, *foreign]
-        stores = {
-            serde: _read_damaged(adapter, serde, views[serde], everything, master_key, python)
-            for serde in views
-        }
-        # One serving process per serde at once: their stores are apart, and most of their
-        # time is LMCache's waits (the tasks that never end wait out their bound).
-        with ThreadPoolExecutor(len(views)) as pool:
+        # Each serde's damaged reads and its serving script at once: the stores are apart, the
+        # serving objects are not the fault plan's, and most of their time is LMCache's waits
+        # (start-up, closes, the reads that never end waiting out their bound).
+        with ThreadPoolExecutor(2 * len(views)) as pool:
+            reading = {
+                s: pool.submit(_read_damaged, adapter, s, v, everything, master_key, python)
+                for s, v in views.items()
+            }
             running = {
                 s: pool.submit(serve, specs[s], views[s], tasks, s, python=python) for s in views
             }
+            stores = {s: future.result() for s, future in reading.items()}
             serving = {s: future.result() for s, future in running.items()}
     served = stores[catalogue.NONE.name].sessions.pop(SERVED)
     return AdapterRun(adapter, stores, expected_names(adapter, named), listed, served, serving)

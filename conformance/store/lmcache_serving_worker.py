@@ -15,7 +15,8 @@ spec, plus ``script`` (a list of steps) and ``pause_s``:
   0.5.3 to 0.5.5 as a ``PrefetchRequestSpec`` of the flat chunk-major key list its attention
   windows define (chunk, then object group, then kv_rank; object groups 0..G-1). The hits are
   read from L1, compared, released, and every key of the task is dropped from L1 again, so
-  that the next task reads the store. Line: ``{"label": L, "cells": [[OUTCOME, ...], ...]}``
+  that the next task reads the store. Line: ``{"label": L, "cells": [[OUTCOME, ...], ...],
+  "wait_s": S}`` (S: how long LMCache took to finish it)
   with OUTCOME exact (the bytes of one version written whole), wrong-bytes or miss per key;
   or ``{"label": L, "error": TEXT}`` when LMCache raised, ``{"label": L, "timeout": true}``
   when its wait gave up.
@@ -193,13 +194,14 @@ class Script:
         its keys from L1; its line, and its cells (None when it gave none)."""
         keys = [self.key(i) for group in groups for i in group]
         try:
+            start = time.monotonic()
             if not self.manager.wait_prefetch_status(handle, timeout=self.plan.timeout_s):
                 self.line({"label": label, "timeout": True})
                 return None
             result = self.manager.query_prefetch_status(handle)
             hit = self._hits(result, flat, groups)
             cells = self._read(result, groups, hit)
-            self.line({"label": label, "cells": cells})
+            self.line({"label": label, "cells": cells, "wait_s": time.monotonic() - start})
             return cells
         except Exception as exc:
             self.line({"label": label, "error": f"{type(exc).__name__}: {exc}"[:300]})
