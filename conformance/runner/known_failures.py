@@ -130,9 +130,17 @@ def participants(line: str, impls: list[str]) -> set[str] | None:
     return None
 
 
+def without_group(nodeid: str) -> str:
+    """The node id without the ``@<group>`` that pytest-xdist's ``--dist loadgroup`` appends to
+    a test of an ``xdist_group`` (after its parameters' closing bracket)."""
+    at = nodeid.rfind("@")
+    return nodeid[:at] if at > nodeid.rfind("]") else nodeid
+
+
 def short_id(nodeid: str) -> str:
-    """``conformance/suite/test_x.py::test_y[p]`` -> ``test_x.py::test_y[p]``."""
-    path, sep, rest = nodeid.partition("::")
+    """``conformance/suite/test_x.py::test_y[p]`` (and any ``@group``) ->
+    ``test_x.py::test_y[p]``."""
+    path, sep, rest = without_group(nodeid).partition("::")
     return path.rsplit("/", 1)[-1] + sep + rest
 
 

@@ -361,16 +361,17 @@ class ConformancePlugin:
         if self.is_worker:
             return
         props = dict(report.user_properties)
+        nodeid = exp.without_group(report.nodeid)
         if "rule" not in props:
             return
         if "not_run" in props:
-            self.not_run[report.nodeid] = str(props["not_run"])
+            self.not_run[nodeid] = str(props["not_run"])
         if props.get("vector_set") is not None:
-            self.vector_sets[report.nodeid] = str(props["vector_set"])
-        record = self.records.get(report.nodeid)
+            self.vector_sets[nodeid] = str(props["vector_set"])
+        record = self.records.get(nodeid)
         if record is None:
             record = {
-                "id": report.nodeid,
+                "id": nodeid,
                 "rule": props["rule"],
                 "level": props["level"],
                 "impl": props["impl"],
@@ -379,7 +380,7 @@ class ConformancePlugin:
                 "reason": None,
                 "observed": None,
             }
-            self.records[report.nodeid] = record
+            self.records[nodeid] = record
         outcome = exp.Verdicts.outcome(
             report.when, report.outcome, hasattr(report, "wasxfail"), str(report.longrepr)
         )
