@@ -36,6 +36,7 @@ writer did not rewrite the object at least once per read (no race was run).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,34 +99,38 @@ class ServingPlan:
         )
         return index
 
-    def add_group(self, rank: int, group: int, shape: tuple[int, ...]) -> list[int]:
-        """A key group of :data:`CHUNKS` new objects."""
-        return [self.add(rank, group, shape) for _ in range(CHUNKS)]
+    def add_task(
+        self, case: str, rows: Sequence[tuple[int, int, tuple[int, ...]]]
+    ) -> list[list[int]]:
+        """A task of new objects: a key group of :data:`CHUNKS` per row (kv_rank, object
+        group, shape)."""
+        groups = [
+            [self.add(rank, group, shape) for _ in range(CHUNKS)] for rank, group, shape in rows
+        ]
+        self.tasks[case] = groups
+        return groups
 
 
 def task_case(fault: str, position: str) -> str:
     return f"task-{fault}-{position}"
 
 
+TWO_RANKS = [(RANKS[0], 0, FULL_CHUNK), (RANKS[1], 0, FULL_CHUNK)]
+
+
 def serving_plan() -> ServingPlan:
-    """Every case's objects: the intact task's two key groups, which every whole task shares
-    but for its damaged object (each task is read by a StorageManager of its own, and every
-    read drops its keys from L1 again), a damaged object per fault and position, a task over
-    other keys, the mixed task's second group, the later and raced objects."""
+    """Every case's objects: a task of its own per fault and position (no task shares an
+    object with another: on 0.5.3 a failed load's buffer can be stored back to L2 under a key
+    of its task, LMCache#5032, which must not reach another case), the intact tasks, the
+    later objects, the mixed task."""
     plan = ServingPlan()
-    intact = [plan.add_group(RANKS[0], 0, FULL_CHUNK), plan.add_group(RANKS[1], 0, FULL_CHUNK)]
-    plan.tasks["intact"] = intact
     for fault in TASK_FAULTS:
         for position, chunk in POSITIONS.items():
-            case = task_case(fault.name, position)
-            plan.damaged[case] = plan.add(RANKS[1], 0, FULL_CHUNK)
-            second = [plan.damaged[case] if j == chunk else i for j, i in enumerate(intact[1])]
-            plan.tasks[case] = [intact[0], second]
-    plan.tasks["other"] = [
-        plan.add_group(RANKS[0], 0, FULL_CHUNK),
-        plan.add_group(RANKS[1], 0, FULL_CHUNK),
-    ]
-    plan.tasks["mixed"] = [intact[0], plan.add_group(RANKS[0], MIXED_GROUP, OTHER_GROUP_CHUNK)]
+            groups = plan.add_task(task_case(fault.name, position), TWO_RANKS)
+            plan.damaged[task_case(fault.name, position)] = groups[1][chunk]
+    plan.add_task("intact", TWO_RANKS)
+    plan.add_task("other", TWO_RANKS)
+    plan.add_task("mixed", [(RANKS[0], 0, FULL_CHUNK), (RANKS[0], MIXED_GROUP, OTHER_GROUP_CHUNK)])
     source = plan.add(RANKS[0], 0, FULL_CHUNK)
     for fault in LATER_FAULTS:
         plan.later[fault.name] = (plan.add(RANKS[0], 0, FULL_CHUNK), source)
