@@ -72,7 +72,9 @@ DIST_DIR = Path(".lmckv/dist")
 #: mapping, so `lint` lays out `lmckv/` from links to the repository's folders here.
 TYPECHECK_DIR = Path(".lmckv/typecheck")
 #: The suite, as pytest finds it from any folder (the installed name of conformance/).
-SUITE = ["--pyargs", "lmckv.conformance"]
+#: The conformance suite as pytest runs it (without hypothesis's plugin: the suite has no
+#: property tests, and the plugin costs a second of CPU in every process that collects it).
+SUITE = ["-p", "no:hypothesispytest", "--pyargs", "lmckv.conformance"]
 #: Set for the suite runs that drive the L2 adapters: a store that cannot be opened (no
 #: redis-server, no moto) fails their tests instead of skipping them.
 REQUIRE_STORES = "LMCKV_REQUIRE_STORES"

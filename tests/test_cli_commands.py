@@ -137,6 +137,8 @@ def test_conformance_passes_arguments_and_maps_pytest_exit(
             suite,
             "-p",
             "no:cacheprovider",
+            "-p",
+            "no:hypothesispytest",
             "--impl",
             "c",
             "-x",

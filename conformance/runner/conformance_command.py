@@ -64,9 +64,15 @@ def _without_out(argv: Sequence[str]) -> list[str]:
     return kept
 
 
+#: pytest plugins a suite run does without: its cache (a run writes nothing beside the
+#: outputs it names), and hypothesis's (the suite has no property tests; the plugin imports
+#: hypothesis, a second of CPU in every process that collects the suite).
+PLUGINS_OFF = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+
+
 def pytest_args(argv: Sequence[str], cwd: Path, suite: Path) -> list[str]:
     """The arguments ``lmckv conformance ARGV`` hands to pytest from directory ``cwd``."""
-    args = [str(suite), "-p", "no:cacheprovider", *_without_out(argv)]
+    args = [str(suite), *PLUGINS_OFF, *_without_out(argv)]
     if _given(argv, ("-h", "--help")):
         return args
     out = cwd / (_option_value(argv, "--out") or DEFAULT_OUT)

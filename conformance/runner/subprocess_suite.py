@@ -14,6 +14,8 @@ from typing import Any
 
 from lmckv.base.resources import package_path
 
+from .conformance_command import PLUGINS_OFF
+
 #: The folder that holds the conformance package (a checkout, or site-packages).
 REPO = package_path("lmckv.conformance").parent
 
@@ -43,7 +45,7 @@ def run_suite(
     A run past ``timeout`` seconds is killed and raises subprocess.TimeoutExpired."""
     with tempfile.TemporaryDirectory(prefix="lmckv-suite-") as tmp:
         results = Path(tmp) / "results.json"
-        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"]
+        cmd = [sys.executable, "-m", "pytest", *PLUGINS_OFF, "-q"]
         if not any(a == "conformance" or a.startswith("conformance/") for a in args):
             cmd.append("conformance" if cwd is None else str(REPO / "conformance"))
         path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
