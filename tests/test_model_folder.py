@@ -297,7 +297,7 @@ def _raw(path: Path, header: bytes, data: bytes = b"", length: int | None = None
     return path
 
 
-def _entry(shape: list[Any], offsets: list[Any], dtype: str = "F32") -> bytes:
+def _entry(shape: list[Any], offsets: list[Any], dtype: Any = "F32") -> bytes:
     return json.dumps({"w": {"dtype": dtype, "shape": shape, "data_offsets": offsets}}).encode()
 
 
@@ -310,6 +310,8 @@ def _entry(shape: list[Any], offsets: list[Any], dtype: str = "F32") -> bytes:
         (_entry([-1], [0, 0]), b"", None, "malformed"),
         (_entry([True], [0, 4]), b"\0" * 4, None, "malformed"),
         (_entry([1], [0, 1], "F4"), b"\0", None, "dtype"),
+        (_entry([1], [0, 4], ["F32"]), b"\0" * 4, None, "dtype"),  # unhashable: no TypeError
+        (_entry([1], [0, 4], {"F32": 4}), b"\0" * 4, None, "dtype"),
         (b"{not json", b"", None, "not JSON"),
         (b"[" * 200_000 + b"]" * 200_000, b"", None, "not JSON"),
         (b"[1, 2]", b"", None, "not a JSON object"),

@@ -268,7 +268,7 @@ def parse_header(head: bytes, size: int, name: str) -> dict[str, tuple[str, int]
         if not isinstance(entry, dict):
             raise ModelUnusable(f"{path.name}: tensor {name[:80]!r} is not described")
         dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
-        if dtype not in ST_ITEMSIZE:
+        if not isinstance(dtype, str) or dtype not in ST_ITEMSIZE:  # a list is not hashable
             raise ModelUnusable(f"{path.name}: tensor {name[:80]!r} of dtype {str(dtype)[:40]!r}")
         dims = [_int(d) for d in shape] if isinstance(shape, list) else [None]
         ends = [_int(o) for o in offsets] if isinstance(offsets, list) else []
