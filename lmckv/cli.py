@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,6 +22,9 @@ from lmckv.base.untrusted_text import safe_streams
 from lmckv.extras import missing_extra_message
 
 EXIT_USAGE = 2
+#: A command interrupted (Ctrl-C), or whose reader went away (``lmckv inspect F | head -1``):
+#: 128 + the signal's number, as a shell reports a process that signal ended.
+EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 128 + signal.SIGINT, 128 + signal.SIGPIPE
 DESCRIPTION = (
     "Conformance and benchmark kit for LMCache's KV-cache formats. "
     "Run 'lmckv COMMAND --help' for a command's options."
@@ -123,6 +128,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     name = args_in[0]
     try:
         return int(COMMANDS[name].load()(args_in[1:]))
+    except KeyboardInterrupt:
+        print(f"lmckv {name}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader stopped reading: nothing more is written, not even at exit's flush.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
     except ModuleNotFoundError as exc:
         message = missing_extra_message(name, exc)
         if message is None:

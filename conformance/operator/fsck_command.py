@@ -8,7 +8,10 @@ Redis or in S3.
 
 Prints what the store holds (totals per model, kv_rank, object group and cache_salt) and every
 problem with its rule; ``--json PATH`` writes the report (schema ``fsck``; ``-`` for standard
-output). Exit status: 0 no problem, 1 any problem, 2 usage or a store that cannot be listed.
+output). Exit status: 0 no problem, 1 any problem, 2 usage, a store that cannot be listed or an
+output that cannot be written (found out before the check where it can be: the report goes to
+a temporary file beside PATH, renamed over it at the end), 130 interrupted (Ctrl-C), 143
+terminated (SIGTERM); each of these in one line on standard error, every worker stopped.
 The checking lives in ``lmckv.conformance.store``; this module parses, shows progress and
 prints.
 """
@@ -18,13 +21,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import multiprocessing
+import os
+import signal
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from lmckv.base.untrusted_text import shown
+from lmckv.base.untrusted_text import bare, shown
 
 from ..store import catalogue
 from ..store.framing import KeyFileError
@@ -35,6 +41,17 @@ from ..store.sources import StoreUnreachable
 from ..store.spec import AES_BITS, SerdeSpec, StoreSpec, from_l2_adapter, from_target
 
 EXIT_CLEAN, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+#: Ended by a signal: 128 + its number, as a shell reports it (``aws s3 ls`` exits 130 on
+#: Ctrl-C).
+EXIT_INTERRUPTED, EXIT_TERMINATED = 128 + signal.SIGINT, 128 + signal.SIGTERM
+
+
+class Terminated(Exception):
+    """SIGTERM, raised in the main thread so that the run ends as it does on Ctrl-C."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -143,8 +160,25 @@ def _executor(args: argparse.Namespace) -> Iterator[tuple[Executor | None, int]]
         return
     # Spawned, not forked: the caller may hold threads (a store client's, LMCache's, a test
     # runner's), and a child forked while one of them holds a lock waits on it forever.
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    pool = ProcessPoolExecutor(
+        jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_signals
+    )
+    try:
         yield pool, jobs
+    except BaseException:
+        # Interrupted or failed: no page is waited for (one may be stuck on a server).
+        pool.shutdown(wait=False, cancel_futures=True)
+        for child in multiprocessing.active_children():
+            child.kill()
+            child.join(5)
+        raise
+    pool.shutdown()
+
+
+def _worker_signals() -> None:
+    """A pool worker leaves Ctrl-C and SIGTERM to the run: the run stops it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _progress(show: bool) -> tuple[Callable[[int], None] | None, Callable[[], None]]:
@@ -200,34 +234,89 @@ def format_report(report: Report) -> str:
     return "\n".join(lines)
 
 
+def _say(text: object) -> None:
+    """One line on standard error (a server's or a file's text shown as data)."""
+    print(f"lmckv fsck: {bare(str(text))}", file=sys.stderr)
+
+
 def main(argv: list[str]) -> int:
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:
         return EXIT_USAGE if exc.code else EXIT_CLEAN
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        _say("interrupted")
+        return EXIT_INTERRUPTED
+    except Terminated:
+        _say("terminated")
+        return EXIT_TERMINATED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         spec, chosen = store_spec(args), settings(args)
     except (StoreSpecError, UsageError) as exc:
-        print(f"lmckv fsck: {exc}", file=sys.stderr)
+        _say(exc)
         return EXIT_USAGE
-    update, done = _progress(not args.no_progress and sys.stderr.isatty())
     try:
-        with _executor(args) as (executor, workers):
-            report = check_store(spec, chosen, executor=executor, workers=workers, progress=update)
-    except (StoreUnreachable, KeyFileError, OSError) as exc:
-        print(f"lmckv fsck: {exc}", file=sys.stderr)
+        out = _Output(args.json) if args.json not in (None, "-") else None
+    except OSError as exc:
+        _say(f"cannot write the report to {args.json}: {exc.strerror or exc}")
         return EXIT_USAGE
-    finally:
-        done()
-        close_sources()
-    try:
-        if args.json == "-":
-            report.write_json(sys.stdout)
-        else:
-            print(format_report(report))
-            if args.json:
-                with open(args.json, "w", encoding="utf-8") as out:
-                    report.write_json(out)
-    finally:
-        report.close()
+    with contextlib.ExitStack() as stack:
+        if out is not None:
+            stack.callback(out.discard)
+        update, done = _progress(not args.no_progress and sys.stderr.isatty())
+        try:
+            with _executor(args) as (executor, workers):
+                report = check_store(
+                    spec, chosen, executor=executor, workers=workers, progress=update
+                )
+        except (StoreUnreachable, KeyFileError, OSError) as exc:
+            _say(exc)
+            return EXIT_USAGE
+        finally:
+            done()
+            close_sources()
+        stack.callback(report.close)
+        try:
+            if args.json == "-":
+                report.write_json(sys.stdout)
+            else:
+                print(format_report(report))
+                if out is not None:
+                    out.write(report)
+        except OSError as exc:
+            _say(f"cannot write the report: {exc.strerror or exc}")
+            return EXIT_USAGE
     return EXIT_PROBLEMS if report.problem_count else EXIT_CLEAN
+
+
+class _Output:
+    """``--json PATH``: a temporary file beside PATH, made before the check (an output that
+    cannot be written is known before the store is read), renamed over PATH when the report
+    is whole, removed otherwise."""
+
+    def __init__(self, path: str) -> None:
+        self.path = Path(path)
+        fd, temp = tempfile.mkstemp(
+            prefix=f".{self.path.name}.", suffix=".part", dir=self.path.parent
+        )
+        self.temp = Path(temp)
+        self.file = os.fdopen(fd, "w", encoding="utf-8")
+
+    def write(self, report: Report) -> None:
+        report.write_json(self.file)
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        self.file.close()
+        os.replace(self.temp, self.path)
+
+    def discard(self) -> None:
+        self.file.close()
+        self.temp.unlink(missing_ok=True)

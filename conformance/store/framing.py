@@ -17,6 +17,8 @@ frames' byte layouts are here; each serde's row in :mod:`.catalogue` reads them.
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,10 +50,18 @@ class AesGcmKeys:
         """The master key is the file's bytes, all of them (a trailing newline included), as
         LMCache reads it."""
         try:
-            with path.open("rb") as f:
-                master = f.read(MAX_KEY_FILE_BYTES + 1)
+            # Without blocking: a FIFO or a device named as the key file is refused, not
+            # waited on.
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         except OSError as exc:
             raise KeyFileError(f"cannot read the key file {path}: {exc.strerror}") from None
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise KeyFileError(f"the key file {path} is not a regular file")
+            try:
+                master = f.read(MAX_KEY_FILE_BYTES + 1)
+            except OSError as exc:
+                raise KeyFileError(f"cannot read the key file {path}: {exc.strerror}") from None
         if not master or len(master) > MAX_KEY_FILE_BYTES:
             raise KeyFileError(f"the key file {path} is empty or longer than 64 KiB")
         return cls(master, bits)

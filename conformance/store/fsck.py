@@ -106,10 +106,14 @@ def _content(plan: Plan, source: Source, entry: Entry, base: Verdict) -> Verdict
     model, _, group, salt = base.key
     row = plan.row
     if row.check is Check.BLOB:
-        return _blob(source, entry, base, model)
+        return _blob(plan, source, entry, base, model)
     verify = row.check is Check.TAG and plan.keys is not None
     verify = verify and entry.size <= plan.max_object_bytes
     frame = b""
+    if not row.frame_rule and plan.spec.row.files:
+        # A file LMCache cannot open is no object it serves: one byte read tells.
+        with source.open(entry, 1) as f:
+            f.read(1)
     if row.frame_rule:  # read once: the whole frame when its tag is checked
         wanted = entry.size if verify else len(row.magic)
         with source.open(entry, wanted) as f:
@@ -131,7 +135,9 @@ def _content(plan: Plan, source: Source, entry: Entry, base: Verdict) -> Verdict
     return Verdict(base.name, base.size, status, base.key)
 
 
-def _blob(source: Source, entry: Entry, base: Verdict, model: str) -> Verdict:
+def _blob(plan: Plan, source: Source, entry: Entry, base: Verdict, model: str) -> Verdict:
+    if entry.size > plan.max_object_bytes:  # not read: no server is asked for more
+        return Verdict(base.name, base.size, "size_checked", base.key)
     try:
         with source.open(entry, entry.size) as f:
             enc = verify_blob_file(f, entry.size)
@@ -153,6 +159,8 @@ def judge(plan: Plan, source: Source, entry: Entry) -> Verdict:
         return base
     if entry.kind == "foreign":
         return base.problem("STORE-FOREIGN", entry.why)
+    if entry.kind == "unreadable":
+        return base.problem("STORE-READ", entry.why)
     if entry.kind == "temp":
         age = plan.now - (entry.mtime or plan.now)
         if age < plan.temp_age_s:
@@ -430,12 +438,13 @@ def _checked_pages(
         yield future.result()
 
 
-def close_sources() -> None:
-    """Close the readers this process opened."""
-    for source in _SOURCES.values():
-        with contextlib.suppress(OSError):
-            source.close()
-    _SOURCES.clear()
+def close_sources(spec: StoreSpec | None = None) -> None:
+    """Close the readers this process opened (``spec``: that store's only)."""
+    for key in [k for k in list(_SOURCES) if spec is None or k == spec]:
+        source = _SOURCES.pop(key, None)
+        if source is not None:
+            with contextlib.suppress(OSError):
+                source.close()
 
 
 def default_jobs() -> int:

@@ -27,6 +27,9 @@ from .names import ADAPTER_FILES, TEMP_SUFFIX, is_object_file
 
 #: Entries per page of a listing, at most.
 PAGE_SIZE = 1000
+#: A listing page with more entries than this many times PAGE_SIZE is no answer to what was
+#: asked (a server may return somewhat more than COUNT keys, never this many).
+PAGE_SLACK = 10
 #: Listed bytes per page of a file listing, at most (a page of large objects is cut short, so
 #: that a pool of workers shares a store of few large files).
 PAGE_BYTES = 128 << 20
@@ -50,7 +53,8 @@ class ObjectUnreadable(OSError):
 class Entry:
     """One listed entry: its name (relative to the store), its size in bytes, and what the
     listing alone says it is: ``object`` (named like one), ``temp`` (an unfinished write),
-    ``adapter`` (the adapter's own file), ``directory``, or ``foreign``."""
+    ``adapter`` (the adapter's own file), ``directory``, ``foreign``, or ``unreadable`` (the
+    server's answer about it was malformed: ``why`` says how)."""
 
     name: str
     size: int
@@ -195,6 +199,7 @@ class RedisSource:
             host=location.host, port=location.port, db=location.db,
             username=location.username, password=location.password,
             socket_timeout=REQUEST_TIMEOUT, socket_connect_timeout=REQUEST_TIMEOUT,
+            protocol=2,  # RESP2, as LMCache's clients speak: no HELLO, no fallback warning
         )  # fmt: skip
         try:
             self.client.ping()
@@ -205,30 +210,50 @@ class RedisSource:
         import redis
 
         match = f"{self.location.key_prefix}@*" if self.location.key_prefix else None
-        cursor = 0
-        try:
-            while True:
+        cursor, seen = 0, set()
+        while True:
+            try:
                 cursor, found = self.client.scan(cursor, match=match, count=PAGE_SIZE)
                 keys = [k if isinstance(k, bytes) else k.encode() for k in found]
-                if keys:
-                    yield self._sized(keys)
-                if cursor == 0:
-                    return
-        except redis.RedisError as exc:
-            raise StoreUnreachable(f"listing the keys failed: {exc}") from None
+            except redis.RedisError as exc:
+                raise StoreUnreachable(f"listing the keys failed: {exc}") from None
+            except (ValueError, TypeError, AttributeError) as exc:  # redis-py's parse of it
+                raise StoreUnreachable(f"the server's SCAN reply is malformed: {exc}") from None
+            if len(keys) > PAGE_SLACK * PAGE_SIZE:
+                why = f"a SCAN page of {len(keys)} keys, asked for {PAGE_SIZE}"
+                raise StoreUnreachable(f"the server's listing is malformed: {why}")
+            if keys:
+                yield self._sized(keys)
+            if cursor == 0:
+                return
+            if cursor in seen:  # a SCAN that comes back to a cursor never ends
+                raise StoreUnreachable(f"the server repeated SCAN cursor {cursor}")
+            seen.add(cursor)
 
     def _sized(self, keys: list[bytes]) -> list[Entry]:
         pipe = self.client.pipeline(transaction=False)
         for key in keys:
             pipe.strlen(key)
-        sizes = pipe.execute(raise_on_error=False)
+        import redis
+
+        try:
+            sizes = pipe.execute(raise_on_error=False)
+        except redis.RedisError as exc:
+            raise StoreUnreachable(f"sizing the keys failed: {exc}") from None
+        except (ValueError, TypeError, AttributeError) as exc:  # redis-py's parse of a reply
+            raise StoreUnreachable(f"the server's STRLEN replies are malformed: {exc}") from None
+        if len(sizes) != len(keys):
+            raise StoreUnreachable(f"{len(sizes)} STRLEN replies to {len(keys)} keys")
         page = []
         for key, size in zip(keys, sizes, strict=True):
             name = key.decode("utf-8", "surrogateescape")
-            if isinstance(size, Exception):
+            if isinstance(size, redis.ResponseError):
                 page.append(Entry(name, 0, "foreign", why="not a string value"))
+            elif isinstance(size, int) and not isinstance(size, bool) and size >= 0:
+                page.append(Entry(name, size))
             else:
-                page.append(Entry(name, int(size)))
+                why = f"STRLEN answered {str(size)[:40]!r}, not a size"
+                page.append(Entry(name, 0, "unreadable", why=why))
         return page
 
     def open(self, entry: Entry, limit: int) -> BufferedIOBase:
@@ -244,7 +269,10 @@ class RedisSource:
             raise ObjectUnreadable(0, str(exc)) from None
         except redis.RedisError as exc:  # the server went away: the check cannot go on
             raise StoreUnreachable(f"reading {entry.name!r} failed: {exc}") from None
-        assert isinstance(data, bytes)
+        if not isinstance(data, bytes):
+            raise ObjectUnreadable(0, f"GETRANGE answered {type(data).__name__}, not bytes")
+        if len(data) > limit:
+            raise ObjectUnreadable(0, f"GETRANGE answered {len(data)} bytes, asked for {limit}")
         return io.BytesIO(data)
 
     def get(self, name: str) -> bytes:
@@ -294,20 +322,24 @@ class S3Source:
         kwargs: dict[str, Any] = {"Bucket": self.location.bucket, "MaxKeys": PAGE_SIZE}
         if self.prefix:
             kwargs["Prefix"] = self.prefix
-        try:
-            while True:
+        seen: set[str] = set()
+        while True:
+            try:
                 reply = self.client.list_objects_v2(**kwargs)
-                page = [
-                    Entry(item["Key"][len(self.prefix) :], int(item["Size"]))
-                    for item in reply.get("Contents", [])
-                ]
-                if page:
-                    yield page
-                if not reply.get("IsTruncated"):
-                    return
-                kwargs["ContinuationToken"] = reply["NextContinuationToken"]
-        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
-            raise StoreUnreachable(f"listing the bucket failed: {exc}") from None
+            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+                raise StoreUnreachable(f"listing the bucket failed: {exc}") from None
+            page = _s3_page(reply, self.prefix)
+            if page:
+                yield page
+            if not reply.get("IsTruncated"):
+                return
+            token = reply.get("NextContinuationToken")
+            if not isinstance(token, str) or not token:
+                raise StoreUnreachable("a truncated listing without a continuation token")
+            if token in seen:  # botocore's paginator stops on a repeated token, as this does
+                raise StoreUnreachable(f"the server repeated continuation token {token[:40]!r}")
+            seen.add(token)
+            kwargs["ContinuationToken"] = token
 
     def open(self, entry: Entry, limit: int) -> BufferedIOBase:
         import botocore.exceptions
@@ -351,6 +383,22 @@ class S3Source:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _s3_page(reply: dict[str, Any], prefix: str) -> list[Entry]:
+    """The entries of one ListObjectsV2 reply; StoreUnreachable when it is malformed (an item
+    without a Key or a size, a page far larger than asked)."""
+    items = reply.get("Contents", [])
+    if not isinstance(items, list) or len(items) > PAGE_SLACK * PAGE_SIZE:
+        raise StoreUnreachable(f"the server's listing is malformed: a page of {len(items)} items")
+    page = []
+    for item in items:
+        key, size = item.get("Key"), item.get("Size")
+        if not isinstance(key, str) or not isinstance(size, int) or size < 0:
+            why = f"an item with Key {str(key)[:40]!r} and Size {str(size)[:40]!r}"
+            raise StoreUnreachable(f"the server's listing is malformed: {why}")
+        page.append(Entry(key[len(prefix) :], size))
+    return page
 
 
 def _addressing_style(location: S3Location) -> str:

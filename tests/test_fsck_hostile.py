@@ -1,0 +1,191 @@
+"""``lmckv fsck`` against hostile or broken stores and outputs (SPEC.md "A store"; the fsck
+command's exit statuses): each case runs fsck in a process group of its own, under a bound,
+and holds it to one line on standard error, its exit status, its time, no traceback, no text
+of the server's that could pass for fsck's own lines, and no process left behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hostile_servers import resp_server, s3_server
+
+#: Seconds every case must end in (the servers stall for longer).
+BOUND_S = 30.0
+
+
+def fsck(*args: str, cwd: Path | None = None) -> subprocess.Popen[str]:
+    """``lmckv fsck ARGS --no-progress`` in a process group of its own."""
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "lmckv", "fsck", *args, "--no-progress"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True, env=env, cwd=cwd,
+    )  # fmt: skip
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = BOUND_S) -> tuple[int, str, str, float]:
+    """(exit status, stdout, stderr, seconds) of ``proc``; it and its group are killed if
+    it outlives ``timeout``, and the case fails."""
+    start = time.monotonic()
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail(f"fsck ran past {timeout} s")
+    return proc.returncode, out, err, time.monotonic() - start
+
+
+def assert_clean_ending(proc: subprocess.Popen[str], out: str, err: str) -> None:
+    """One line on stderr, no traceback, no control character or forged verdict, and no
+    process of its group left."""
+    assert "Traceback" not in err + out, err[-2000:]
+    assert len(err.strip().splitlines()) == 1, err
+    assert "\x1b" not in err + out and "\r" not in err + out
+    assert not any(line.startswith("lmckv fsck: 0 problems") for line in (err + out).splitlines())
+    assert "clean" not in err.splitlines()[0][:6]
+    # Nothing of its group is left (multiprocessing's resource tracker ends on its own once
+    # fsck has: given a few seconds).
+    for _ in range(60):
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    pytest.fail("a process of fsck's group outlived it")
+
+
+@pytest.mark.parametrize(
+    ("mode", "needle"),
+    [
+        ("scan-repeats", "repeated SCAN cursor"),
+        ("scan-cursor-text", "malformed"),
+        ("scan-huge-page", "malformed"),
+        ("scan-error", "hostile"),
+    ],
+)
+def test_a_hostile_resp_listing_ends_in_one_line_and_exit_2(mode: str, needle: str) -> None:
+    with resp_server(mode) as port:
+        proc = fsck(f"redis://127.0.0.1:{port}/0", "--jobs", "1")
+        code, out, err, _ = finish(proc)
+    assert code == 2, (out, err)
+    assert needle in err
+    assert_clean_ending(proc, out, err)
+
+
+def test_a_strlen_that_is_no_size_is_a_problem_of_that_object() -> None:
+    with resp_server("strlen-text") as port:
+        proc = fsck(f"redis://127.0.0.1:{port}/0", "--jobs", "1", "--serde", "none")
+        code, out, err, _ = finish(proc)
+    assert code == 1, (out, err)
+    assert "STORE-READ" in out and "STRLEN answered" in out
+    assert "Traceback" not in out + err
+
+
+def test_a_range_reply_larger_than_asked_is_a_problem_of_that_object(tmp_path: Path) -> None:
+    key = tmp_path / "master.key"
+    key.write_bytes(bytes(32))
+    with resp_server("getrange-oversize") as port:
+        proc = fsck(
+            f"redis://127.0.0.1:{port}/0", "--jobs", "1", "--serde", "aesgcm",
+            "--key-file", str(key),
+        )  # fmt: skip
+        code, out, err, _ = finish(proc)
+    assert code == 1, (out, err)
+    assert "STORE-READ" in out and "asked for" in out
+
+
+@pytest.mark.parametrize(
+    ("mode", "needle"),
+    [
+        ("list-repeats", "repeated continuation token"),
+        ("list-no-key", "malformed"),
+        ("list-no-token", "without a continuation token"),
+        ("list-error", "hostile"),
+    ],
+)
+def test_a_hostile_s3_listing_ends_in_one_line_and_exit_2(mode: str, needle: str) -> None:
+    with s3_server(mode) as url:
+        proc = fsck("s3://bucket", "--endpoint", url, "--jobs", "1")
+        code, out, err, _ = finish(proc)
+    assert code == 2, (out, err)
+    assert needle in err
+    assert_clean_ending(proc, out, err)
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_ends_the_run_in_one_line_with_every_worker_gone(
+    tmp_path: Path, sig: signal.Signals, code: int
+) -> None:
+    key = tmp_path / "master.key"
+    key.write_bytes(bytes(32))
+    with resp_server("getrange-stalls") as port:
+        proc = fsck(
+            f"redis://127.0.0.1:{port}/0", "--jobs", "2", "--serde", "aesgcm",
+            "--key-file", str(key),
+        )  # fmt: skip
+        time.sleep(4.0)  # its workers started and stuck on the stalled read
+        assert proc.poll() is None
+        os.killpg(proc.pid, sig) if sig == signal.SIGINT else proc.send_signal(sig)
+        status, out, err, seconds = finish(proc, timeout=15)
+    assert status == code, (out, err)
+    assert (seconds < 10 and "interrupted" in err) or "terminated" in err
+    assert_clean_ending(proc, out, err)
+
+
+def test_a_key_file_that_is_a_fifo_is_refused_without_waiting(tmp_path: Path) -> None:
+    fifo = tmp_path / "master.key"
+    os.mkfifo(fifo)
+    (tmp_path / "store").mkdir()
+    proc = fsck(str(tmp_path / "store"), "--serde", "aesgcm", "--key-file", str(fifo))
+    code, out, err, seconds = finish(proc, timeout=15)
+    assert code == 2 and "not a regular file" in err and seconds < 10
+    assert_clean_ending(proc, out, err)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Path]:
+    folder = tmp_path / "store"
+    folder.mkdir()
+    (folder / f"{'m@01000100@0@' + 'ab' * 32}.data").write_bytes(b"\0" * 64)
+    yield folder
+
+
+def test_an_output_that_cannot_be_written_is_found_before_the_check(
+    store: Path, tmp_path: Path
+) -> None:
+    proc = fsck(str(store), "--json", str(tmp_path / "missing" / "report.json"))
+    code, out, err, _ = finish(proc)
+    assert code == 2 and "cannot write the report" in err
+    assert out == ""  # nothing was checked
+    assert_clean_ending(proc, out, err)
+
+
+def test_the_report_appears_whole_or_not_at_all(store: Path, tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    proc = fsck(str(store), "--json", str(report))
+    code, _, err, _ = finish(proc)
+    assert code in (0, 1), err
+    assert report.read_text().rstrip().endswith("}")
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".part")] == []
+
+
+def test_inspect_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    from lmckv.conformance.core.golden_vectors import golden_file, vectors
+
+    blob = tmp_path / "blob.lmckv"
+    first = next(v for v in vectors("codec") if v.get("blob") and v.get("result") == "valid")
+    blob.write_bytes(golden_file(first["blob"]))
+    script = f"{sys.executable} -m lmckv inspect {blob} | head -c 1 >/dev/null"
+    done = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", script], capture_output=True, text=True, timeout=BOUND_S
+    )
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
+    assert done.returncode in (0, 141), done
