@@ -4,6 +4,10 @@ checked, problems), the problems by rule and the first of them, the totals per m
 object group and cache_salt (all of them in a CSV beside the page).
 
 Input: the fsck report (schema ``fsck``, SPEC.md "A store"), validated before it is shown.
+A report as fsck writes it (one problem per line after its header) is read as a stream, so
+that a store with millions of problems reads back: its header, the first problems (those the
+page shows) and the count of the rest. Any other layout of the document is read whole, within
+:data:`REPORT_LIMITS`.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from lmckv.base.schemas import SchemaError, validate
-from lmckv.base.untrusted_json import JSONLimits, load_path
+from lmckv.base.untrusted_json import JSONLimits, load_path, loads
 
 from .html import Section, note, paragraph, table
 from .output import Output
@@ -25,8 +29,13 @@ TITLE = "Stores"
 SHOWN_PROBLEMS = 50
 
 
-#: What an fsck report may hold (lmckv/base/untrusted_json.py).
+#: What an fsck report read whole may hold (lmckv/base/untrusted_json.py).
 REPORT_LIMITS = JSONLimits(max_bytes=64 << 20)
+#: The line that opens the problems in fsck's own layout (``Report.write_json``): each
+#: problem follows on a line of its own, then `` ]`` and ``}``.
+PROBLEMS_OPEN = ' "problems": ['
+#: What one streamed problem line may hold.
+PROBLEM_LIMITS = JSONLimits(max_bytes=1 << 20)
 
 
 class StoreInputError(ValueError):
@@ -34,19 +43,62 @@ class StoreInputError(ValueError):
 
 
 def load_fsck(path: Path) -> dict[str, Any]:
+    """The report with its first :data:`SHOWN_PROBLEMS` problems, and ``problem_count``."""
     try:
-        document = load_path(path, REPORT_LIMITS)
-        validate(document, "fsck")
+        document = _streamed(path)
+        if document is None:
+            document = dict(load_path(path, REPORT_LIMITS))
+            validate(document, "fsck")
+            document["problem_count"] = len(document["problems"])
+            document["problems"] = document["problems"][:SHOWN_PROBLEMS]
     except (OSError, ValueError) as exc:  # UntrustedJSONError and SchemaError included
         detail = exc.at(str(path)) if isinstance(exc, SchemaError) else exc
         raise StoreInputError(f"{path}: not an lmckv fsck report: {detail}") from None
-    return dict(document)
+    return document
+
+
+def _streamed(path: Path) -> dict[str, Any] | None:
+    """The report read as fsck writes it, or None when it has another layout. The header
+    (everything before :data:`PROBLEMS_OPEN`) is held to :data:`REPORT_LIMITS`, each problem
+    shown to :data:`PROBLEM_LIMITS`, and the document to the schema with those problems."""
+    head: list[str] = []
+    size = 0
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            size += len(line)
+            if size > REPORT_LIMITS.max_bytes:
+                return None
+            if line.rstrip("\n") == PROBLEMS_OPEN:
+                break
+            head.append(line)
+        else:
+            return None
+        document = dict(loads("".join(head).rstrip().rstrip(",") + "\n}", REPORT_LIMITS))
+        shown: list[Any] = []
+        count = 0
+        for line in f:
+            text = line.strip()
+            if text == "]":
+                if f.readline().strip() != "}" or f.read(1):
+                    return None
+                break
+            if count < SHOWN_PROBLEMS:
+                shown.append(loads(text.removesuffix(","), PROBLEM_LIMITS, what="a problem"))
+            count += 1
+        else:
+            return None  # cut short
+    document["problems"] = shown
+    validate(document, "fsck")
+    if count != document["counts"]["problem"]:
+        raise ValueError(f"{count} problems listed, {document['counts']['problem']} counted")
+    document["problem_count"] = count
+    return document
 
 
 def _summary(doc: dict[str, Any]) -> str:
     store, counts = doc["store"], doc["counts"]
     detected = " (detected)" if store["serde_detected"] else ""
-    verdict = "clean" if not doc["problems"] else f"{len(doc['problems'])} problems"
+    verdict = "clean" if not doc["problem_count"] else f"{doc['problem_count']} problems"
     unverifiable = (
         ""
         if doc["content_verifiable"]
@@ -73,9 +125,7 @@ def store_section(paths: list[Path], out: Output) -> Section:
         totals = pd.DataFrame(doc["totals"])
         out.csv(totals, f"store_{i}_totals.csv")
         rules = pd.DataFrame(sorted(doc["problems_by_rule"].items()), columns=["rule", "objects"])
-        shown = pd.DataFrame(
-            doc["problems"][:SHOWN_PROBLEMS], columns=["name", "rule", "message", "size"]
-        )
+        shown = pd.DataFrame(doc["problems"], columns=["name", "rule", "message", "size"])
         body += paragraph(_summary(doc))
         if len(rules):
             body += table(rules) + table(shown, wrap_columns=frozenset({"name", "message"}))

@@ -43,3 +43,33 @@ def test_no_store_is_a_note_and_a_bad_file_is_refused(tmp_path: Path) -> None:
     bad.write_text(json.dumps({"kind": "lmckv-fsck"}))
     with pytest.raises(StoreInputError, match="not an lmckv fsck report"):
         store_section([bad], Output(tmp_path / "r2"))
+
+
+def test_fsck_json_of_a_store_with_many_problems_reads_back(tmp_path: Path) -> None:
+    """Past what a whole read allows (a million JSON items): 250k problems, as fsck writes
+    them; the page counts them all and shows the first ones. Cut short, or with a count
+    that disagrees, the file is refused."""
+    from lmckv.conformance.store.fsck import Report, Verdict
+    from lmckv.conformance.store.spec import from_target
+
+    report = Report(from_target(str(tmp_path)), "none", False)
+    for i in range(250_000):
+        report.add(Verdict(f"junk-{i}.txt", 1, "foreign").problem("STORE-FOREIGN", "foreign"))
+    path = tmp_path / "fsck.json"
+    with path.open("w", encoding="utf-8") as out:
+        report.write_json(out)
+    report.close()
+    section = store_section([path], Output(tmp_path / "report"))
+    assert "250000 problems" in section.body and "junk-0.txt" in section.body
+    assert "junk-249999.txt" not in section.body  # only the first are shown
+    text = path.read_text()
+    cut = tmp_path / "cut.json"
+    cut.write_text(text[: len(text) // 2])
+    with pytest.raises(StoreInputError):
+        store_section([cut], Output(tmp_path / "r2"))
+    fewer = tmp_path / "fewer.json"
+    lines = text.splitlines(keepends=True)
+    gone = next(i for i, line in enumerate(lines) if '"junk-1000.txt"' in line)
+    fewer.write_text("".join(lines[:gone] + lines[gone + 1 :]))  # one problem line less
+    with pytest.raises(StoreInputError):
+        store_section([fewer], Output(tmp_path / "r3"))
