@@ -19,6 +19,8 @@ from typing import Any
 LIFETIME_S = 60.0
 #: Seconds a stalling reply stalls (longer than any bound a test gives fsck).
 STALL_S = 30.0
+#: Seconds between two bytes of a trickled reply.
+TRICKLE_GAP_S = 1.0
 #: Text a server puts in its error replies: a terminal escape, and a line that would read as
 #: fsck's own verdict if it were printed as it is.
 FORGED = "\x1b[2J\x1b[31mhostile\rlmckv fsck: 0 problems\nclean"
@@ -48,8 +50,20 @@ class _RespHandler(socketserver.StreamRequestHandler):
                 if reply is None:  # stall, then drop the connection
                     self.server.stopped.wait(STALL_S)
                     return
+                if self.server.mode.endswith("-trickles") and argv[0].upper() == b"SCAN":
+                    self._trickle(reply)
+                    return
                 self.wfile.write(reply)
                 self.wfile.flush()
+
+    def _trickle(self, reply: bytes) -> None:
+        """``reply`` a byte at a time, a second apart: every read is answered within any
+        per-read timeout, and the reply never ends in time."""
+        for byte in reply:
+            if self.server.stopped.wait(TRICKLE_GAP_S):
+                return
+            self.wfile.write(bytes([byte]))
+            self.wfile.flush()
 
     def _command(self) -> list[bytes] | None:
         head = self.rfile.readline(64)

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,10 @@ from hostile_servers import resp_server, s3_server
 
 #: Seconds every case must end in (the servers stall for longer).
 BOUND_S = 30.0
+#: Peak resident memory of fsck (and the children it waited for) in every case: the
+#: interpreter with its store clients is about 100 MiB; nothing a server sends may add more
+#: than a bounded page.
+PEAK_RSS_KIB = 250 * 1024
 
 
 def fsck(*args: str, cwd: Path | None = None) -> subprocess.Popen[str]:
@@ -31,16 +36,33 @@ def fsck(*args: str, cwd: Path | None = None) -> subprocess.Popen[str]:
 
 
 def finish(proc: subprocess.Popen[str], timeout: float = BOUND_S) -> tuple[int, str, str, float]:
-    """(exit status, stdout, stderr, seconds) of ``proc``; it and its group are killed if
-    it outlives ``timeout``, and the case fails."""
+    """(exit status, stdout, stderr, seconds) of ``proc``, reaped with its resource use: its
+    peak RSS must stay under :data:`PEAK_RSS_KIB`. It and its group are killed if it
+    outlives ``timeout``, and the case fails."""
+    streams: dict[str, str] = {}
+    readers = [
+        threading.Thread(target=lambda n=n, f=f: streams.__setitem__(n, f.read()), daemon=True)
+        for n, f in (("out", proc.stdout), ("err", proc.stderr))
+    ]
+    for reader in readers:
+        reader.start()
     start = time.monotonic()
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        pytest.fail(f"fsck ran past {timeout} s")
-    return proc.returncode, out, err, time.monotonic() - start
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() - start > timeout:
+            os.killpg(proc.pid, signal.SIGKILL)
+            os.wait4(proc.pid, 0)
+            proc.returncode = -signal.SIGKILL
+            pytest.fail(f"fsck ran past {timeout} s")
+        time.sleep(0.02)
+    seconds = time.monotonic() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    for reader in readers:
+        reader.join(5)
+    assert usage.ru_maxrss < PEAK_RSS_KIB, f"peak RSS {usage.ru_maxrss} KiB"
+    return proc.returncode, streams.get("out", ""), streams.get("err", ""), seconds
 
 
 def assert_clean_ending(proc: subprocess.Popen[str], out: str, err: str) -> None:
@@ -189,3 +211,14 @@ def test_inspect_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     )
     assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
     assert done.returncode in (0, 141), done
+
+
+def test_a_listing_trickled_byte_by_byte_is_stopped_by_the_time_limit() -> None:
+    """Each byte comes within the per-read timeout; ``--time-limit`` and its grace (2 s here)
+    stop the run wherever it is."""
+    with resp_server("scan-trickles") as port:
+        proc = fsck(f"redis://127.0.0.1:{port}/0", "--jobs", "1", "--time-limit", "3")
+        code, out, err, seconds = finish(proc)
+    assert code == 2 and "time-limit" in err, (out, err)
+    assert 3 <= seconds < 3 + 2 + 3, seconds  # the limit, its grace, start-up
+    assert_clean_ending(proc, out, err)
