@@ -223,3 +223,31 @@ def s3_server(mode: str) -> Iterator[str]:
     server = _S3Server(mode)
     with _serving(server):
         yield f"http://127.0.0.1:{server.server_address[1]}"
+
+
+class _SilentHandler(socketserver.BaseRequestHandler):
+    server: _SilentServer
+
+    def handle(self) -> None:
+        self.server.stopped.wait(STALL_S)  # accepts, and never says a word
+
+
+class _SilentServer(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _SilentHandler)
+        self.stopped = threading.Event()
+
+
+@contextlib.contextmanager
+def silent_server() -> Iterator[int]:
+    """A server that accepts connections and never answers (a port that is no Dask
+    scheduler); its port."""
+    server = _SilentServer()
+    try:
+        with _serving(server):
+            yield server.server_address[1]
+    finally:
+        server.stopped.set()

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hostile_servers import resp_server, s3_server
+from hostile_servers import resp_server, s3_server, silent_server
 
 #: Seconds every case must end in (the servers stall for longer).
 BOUND_S = 30.0
@@ -221,4 +221,14 @@ def test_a_listing_trickled_byte_by_byte_is_stopped_by_the_time_limit() -> None:
         code, out, err, seconds = finish(proc)
     assert code == 2 and "time-limit" in err, (out, err)
     assert 3 <= seconds < 3 + 2 + 3, seconds  # the limit, its grace, start-up
+    assert_clean_ending(proc, out, err)
+
+
+def test_a_scheduler_address_that_never_answers_is_bounded(store: Path) -> None:
+    """Dask's handshake waits forever on a server that accepts and says nothing: fsck bounds
+    it (30 s by itself; here the run's --time-limit of 3 s and its grace)."""
+    with silent_server() as port:
+        proc = fsck(str(store), "--scheduler", f"tcp://127.0.0.1:{port}", "--time-limit", "3")
+        code, out, err, seconds = finish(proc)
+    assert code == 2 and seconds < 3 + 2 + 5, (seconds, err)
     assert_clean_ending(proc, out, err)

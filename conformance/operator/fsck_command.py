@@ -25,6 +25,7 @@ import os
 import signal
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
 from pathlib import Path
@@ -50,6 +51,8 @@ EXIT_INTERRUPTED, EXIT_TERMINATED = 128 + signal.SIGINT, 128 + signal.SIGTERM
 #: server trickles byte by byte outlives every per-read timeout): this fraction of the
 #: limit, and at least GRACE_MIN_S.
 GRACE_FRACTION, GRACE_MIN_S = 0.1, 2.0
+#: Seconds a Dask scheduler gets to answer the connection.
+SCHEDULER_CONNECT_S = 30.0
 
 
 class Terminated(Exception):
@@ -65,8 +68,14 @@ def _terminate(signum: int, frame: object) -> None:
     raise Terminated
 
 
+#: Whether a SIGALRM stops the run (cleared as the run ends, so that a late one does not).
+_TIMED = [False]
+
+
 def _out_of_time(signum: int, frame: object) -> None:
-    raise OutOfTime
+    if _TIMED[0]:
+        _TIMED[0] = False
+        raise OutOfTime
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -167,9 +176,7 @@ def settings(args: argparse.Namespace) -> Settings:
 def _executor(args: argparse.Namespace) -> Iterator[tuple[Executor | None, int]]:
     """Where pages are checked: a Dask cluster, a pool of processes, or this process."""
     if args.scheduler:
-        from distributed import Client
-
-        with Client(args.scheduler, timeout="30s") as client:  # type: ignore[no-untyped-call]
+        with _dask_client(args.scheduler) as client:
             workers = sum(client.nthreads().values()) or 1
             yield client.get_executor(), workers
         return
@@ -192,6 +199,36 @@ def _executor(args: argparse.Namespace) -> Iterator[tuple[Executor | None, int]]
             child.join(5)
         raise
     pool.shutdown()
+
+
+@contextlib.contextmanager
+def _dask_client(address: str) -> Iterator[Any]:
+    """A client of the Dask scheduler at ``address``, connected within
+    :data:`SCHEDULER_CONNECT_S` (a server that accepts the connection and never answers as a
+    scheduler would hold Dask's handshake forever): StoreUnreachable otherwise. The run's
+    own ``--time-limit`` timer goes on counting."""
+    from distributed import Client
+
+    left, _ = signal.getitimer(signal.ITIMER_REAL)  # of --time-limit; 0: none
+    bound = min(left, SCHEDULER_CONNECT_S) if left else SCHEDULER_CONNECT_S
+    start = time.monotonic()
+    signal.setitimer(signal.ITIMER_REAL, bound)
+    _TIMED[0] = True
+    try:
+        client = Client(address, timeout=f"{SCHEDULER_CONNECT_S}s")  # type: ignore[no-untyped-call]
+    except OutOfTime:
+        if left and left <= SCHEDULER_CONNECT_S:
+            raise  # the run's own limit
+        why = f"{address} did not answer as a Dask scheduler within {SCHEDULER_CONNECT_S:.0f} s"
+        raise StoreUnreachable(why) from None
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    rest = left - (time.monotonic() - start)
+    with client:
+        if left and rest <= 0:
+            raise OutOfTime
+        if left:
+            signal.setitimer(signal.ITIMER_REAL, rest)
+        yield client
 
 
 def _worker_signals() -> None:
@@ -267,6 +304,7 @@ def main(argv: list[str]) -> int:
     alarm = signal.signal(signal.SIGALRM, _out_of_time)
     if args.time_limit is not None and args.time_limit > 0:
         grace = max(GRACE_MIN_S, GRACE_FRACTION * args.time_limit)
+        _TIMED[0] = True
         signal.setitimer(signal.ITIMER_REAL, args.time_limit + grace)
     try:
         return _run(args)
@@ -280,6 +318,7 @@ def main(argv: list[str]) -> int:
         _say(f"stopped: --time-limit {args.time_limit} s and its grace passed (a server too slow)")
         return EXIT_USAGE
     finally:
+        _TIMED[0] = False
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, alarm)
         signal.signal(signal.SIGTERM, previous)
@@ -305,7 +344,8 @@ def _run(args: argparse.Namespace) -> int:
                 report = check_store(
                     spec, chosen, executor=executor, workers=workers, progress=update
                 )
-            signal.setitimer(signal.ITIMER_REAL, 0)  # checked: writing the report is not timed
+            _TIMED[0] = False  # checked: writing the report is not timed
+            signal.setitimer(signal.ITIMER_REAL, 0)
         except (StoreUnreachable, KeyFileError, OSError) as exc:
             _say(exc)
             return EXIT_USAGE
