@@ -194,6 +194,10 @@ class _S3Handler(BaseHTTPRequestHandler):
             body = _listing(_item(OBJECT), truncated=True, token="same-token")
         elif mode == "list-no-key":
             body = _listing(_item(None), truncated=False)
+        elif mode == "list-not-xml":
+            body = b"<ListBucketResult><Contents><Key>"
+        elif mode == "list-size-text":  # botocore's int() of it raises ValueError
+            body = _listing(_item(OBJECT, "sixteen"), truncated=False)
         elif mode == "list-no-token":
             body = _listing(_item(OBJECT), truncated=True)
         elif mode == "list-error":

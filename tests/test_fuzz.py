@@ -40,6 +40,8 @@ DECODERS = {
     "key.encoded",
     "proto.server.connection",  # not a decoder: the server's connection handler
     "json.untrusted",  # the one JSON reader for peers and files
+    "store.resp-replies",  # what fsck makes of a RESP server's replies
+    "store.s3-listing",  # what fsck makes of an S3 listing
     "model.safetensors-header",  # a model folder's weights header
 }
 
@@ -227,3 +229,24 @@ def test_native_libfuzzer_campaign(tmp_path: Path) -> None:
     stats = native.run(5, 200_000, tmp_path)
     assert stats["inputs"] > 1000
     assert stats["failures"] == 0, stats["findings"]
+
+
+def test_the_store_reply_targets_hold_fsck_to_its_errors() -> None:
+    """The RESP and S3 targets drive fsck's sources over what a server sends: a listing
+    whose Size is no number (botocore raises ValueError) and replies cut short are the
+    store's error, never another exception."""
+    from lmckv.conformance.fuzz import store_replies
+    from lmckv.conformance.store.sources import StoreUnreachable
+
+    size_text = (
+        b"<ListBucketResult><Contents><Key>a</Key><Size>zz</Size></Contents></ListBucketResult>"
+    )
+    for run, data in (
+        (store_replies.run_s3, size_text),
+        (store_replies.run_s3, b"<ListBucketResult><Contents>"),
+        (store_replies.run_resp, b"*2\r\n$1\r\nx\r\n*0\r\n"),  # a cursor that is no number
+        (store_replies.run_resp, b""),  # the server closed at once
+    ):
+        with pytest.raises(StoreUnreachable):
+            run(data)
+    assert [e.size for e in store_replies.run_resp(store_replies.RESP_SEEDS[0])] == [16]

@@ -25,7 +25,7 @@ from ...reference_impl import kv_codec as kc
 from ...reference_impl import protocol as rp
 from ..core import blob_model
 from ..core.digests import crc32
-from . import connection, seeds
+from . import connection, seeds, store_replies
 
 
 class RoundTripError(AssertionError):
@@ -644,6 +644,28 @@ TARGETS: dict[str, Target] = {
             ],
             max_len=2048,
             tokens=(*JSON_TOKENS, b'"dtype"', b'"shape"', b'"data_offsets"', b'"F16"'),
+        ),
+        Target(
+            name="store.resp-replies",
+            summary="fsck's RESP listing and reads (redis-py's parse) of a server's replies",
+            run=store_replies.run_resp,
+            allowed=store_replies.ALLOWED,
+            check=lambda data, value: None,
+            request=lambda d: None,
+            seeds=lambda: list(store_replies.RESP_SEEDS),
+            max_len=2048,
+            tokens=store_replies.RESP_TOKENS,
+        ),
+        Target(
+            name="store.s3-listing",
+            summary="fsck's S3 listing (botocore's parse) of a ListObjectsV2 body",
+            run=store_replies.run_s3,
+            allowed=store_replies.ALLOWED,
+            check=lambda data, value: None,
+            request=lambda d: None,
+            seeds=lambda: list(store_replies.S3_SEEDS),
+            max_len=2048,
+            tokens=store_replies.S3_TOKENS,
         ),
     )
 }

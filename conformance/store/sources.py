@@ -269,6 +269,8 @@ class RedisSource:
             raise ObjectUnreadable(0, str(exc)) from None
         except redis.RedisError as exc:  # the server went away: the check cannot go on
             raise StoreUnreachable(f"reading {entry.name!r} failed: {exc}") from None
+        except (ValueError, TypeError, AttributeError) as exc:  # redis-py's parse of a reply
+            raise ObjectUnreadable(0, f"the server's reply is malformed: {exc}") from None
         if not isinstance(data, bytes):
             raise ObjectUnreadable(0, f"GETRANGE answered {type(data).__name__}, not bytes")
         if len(data) > limit:
@@ -318,6 +320,7 @@ class S3Source:
 
     def pages(self) -> Iterator[list[Entry]]:
         import botocore.exceptions
+        import botocore.parsers
 
         kwargs: dict[str, Any] = {"Bucket": self.location.bucket, "MaxKeys": PAGE_SIZE}
         if self.prefix:
@@ -328,6 +331,9 @@ class S3Source:
                 reply = self.client.list_objects_v2(**kwargs)
             except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
                 raise StoreUnreachable(f"listing the bucket failed: {exc}") from None
+            except (botocore.parsers.ResponseParserError, ValueError, TypeError) as exc:
+                # botocore's parse of a malformed listing (a Size that is no number: int())
+                raise StoreUnreachable(f"the server's listing is malformed: {exc}") from None
             page = _s3_page(reply, self.prefix)
             if page:
                 yield page
