@@ -124,8 +124,11 @@ def adapter_section(inputs: ReportInputs, out: Output, spec_href: str) -> Sectio
             "objects read before and after it when they were not all exact hits. A raw or fp8 "
             "store cannot see a changed byte or another key's object (its cells pass while "
             "serving them); aesgcm sees a changed byte. The rows after the faults are the "
-            "serving cases (task-, after-, later-, mixed, together): per task, each key group's "
-            "chunks as E (exact hit), W (hit with other bytes) or - (miss), groups split by /. "
+            "serving cases (task-, after-, later-, mixed, together, race, crash-): per task, each "
+            "key group's chunks as E (exact hit), W (hit with other bytes) or - (miss), groups "
+            "split by /; a crash-k row: the kinds of reads of a burst whose writer was killed "
+            "once k objects were stored, what the store held under the objects' names, and the "
+            "unfinished writes with fsck's rule for them. "
             "Colour: the worst outcome of the cell's tests."
         )
         + outcome_legend()

@@ -9,15 +9,24 @@ import pytest
 from lmckv.conformance.core.rules import RULES
 from lmckv.conformance.store.faults import BY_NAME
 from lmckv.conformance.store.serving import (
+    CAPACITY_BYTES,
+    CAPACITY_OBJECTS,
+    CAPACITY_ROUNDS,
     CHUNKS,
+    CRASH_BURST,
+    CRASH_KILLS,
     EVICTED,
     LATER_FAULTS,
     POSITIONS,
     RACE_READS,
+    READBACK_OBJECTS,
     TASK_FAULT,
+    CrashLeft,
     Served,
     TaskRead,
+    capacity_labels,
     cases,
+    crash_case,
     judge,
     prefix_verdict,
     script,
@@ -62,6 +71,12 @@ def test_the_script_reads_every_judged_case_and_pauses_once_per_eviction() -> No
             assert any(s["op"] == "together" for s in steps)
         elif case.id == "race":
             assert {f"race/{k}" for k in range(RACE_READS)} <= labels
+        elif case.rule == "STORE-SERVE-CRASH":
+            assert {f"{case.id}/{n}" for n in range(CRASH_BURST)} <= labels
+        elif case.id in ("capacity", "readback"):
+            (fill,) = [s for s in steps if s["op"] == "fill" and s["label"] == case.id]
+            assert fill["objects"] == getattr(plan, case.id)
+            assert fill["read"] == ("before" if case.id == "capacity" else "just")
         else:
             assert case.id in labels
         if case.id.startswith("later-"):
@@ -70,7 +85,12 @@ def test_the_script_reads_every_judged_case_and_pauses_once_per_eviction() -> No
     assert len(armed) == len(POSITIONS)
     assert all(s["label"].startswith(f"task-{EVICTED.name}-") for s in armed)
     pauses = [s["label"] for s in steps if s["op"] == "pause"]
-    assert pauses == ["later", "race", "race-end"]
+    gaps = ["race-gap"] * RACE_READS
+    assert pauses == ["crashed", "later", "race", *gaps, "race-end", "capacity"]
+    # Every race read but none other is followed by a pause for the writer's next rewrite.
+    for k, step in enumerate(steps):
+        if step["op"] == "task" and step["label"].startswith("race/"):
+            assert steps[k + 1] == {"op": "pause", "label": "race-gap"}
     # Each case starts in a StorageManager that has read nothing damaged: each whole task in
     # its own; no other case shares one with a case read before it.
     first_read: dict[str, str] = {}
@@ -226,3 +246,146 @@ def test_an_after_case_judges_the_damaged_task_read_by_a_manager_that_had_served
     assert seen == "E E W / E W E (the damaged task)"  # what came after it is not judged
     reads["after-truncated-damaged"] = rows("E - -", "E - -")
     assert judge("after-truncated", "none", Served(reads))[1] is None
+
+
+def test_crash_bursts_come_first_and_are_read_by_a_fresh_manager_after_the_pause() -> None:
+    plan = serving_plan()
+    steps = script(plan)
+    crashes = [s for s in steps if s["op"] == "crash"]
+    # The worker forks the writers before it builds any StorageManager.
+    assert steps[: len(crashes)] == crashes
+    assert [s["kill_after"] for s in crashes] == list(CRASH_KILLS)
+    assert steps[len(crashes) : len(crashes) + 2] == [
+        {"op": "pause", "label": "crashed"},
+        {"op": "manager"},
+    ]
+    # Each burst is read by a StorageManager of its own (the first_read check above).
+    burst = {i for s in crashes for i in s["objects"]}
+    assert len(burst) == CRASH_BURST * len(CRASH_KILLS)
+    # The bursts' objects are new: the store holds none of them before the script starts.
+    written = {o.chunk_hash for o in plan.written()}
+    assert not written & {plan.objects[i].chunk_hash for i in burst}
+    later = len(burst) + len(plan.capacity) + len(plan.readback)
+    assert len(written) == len(plan.objects) - later
+
+
+def crashed(
+    kill: int,
+    served: str,
+    states: str,
+    *,
+    leftovers: dict[str, str | None] | None = None,
+    fsck_objects: dict[int, str] | None = None,
+    writer: dict[str, object] | None = None,
+) -> tuple[str, str | None]:
+    """Judge ``crash-<kill>`` from its reads (``"E E - - - -"``) and what each object's name
+    holds (``"whole whole absent ..."``); ``leftovers``: name -> the rule fsck gave it (None:
+    fsck did not name it)."""
+    indexes = serving_plan().crash[kill]
+    reads = {f"{crash_case(kill)}/{n}": rows(c) for n, c in enumerate(served.split())}
+    left = CrashLeft(
+        dict(zip(indexes, states.split(), strict=True)),
+        {name: 100 for name in leftovers or {}},
+        {name: rule for name, rule in (leftovers or {}).items() if rule is not None},
+        {indexes[n]: rule for n, rule in (fsck_objects or {}).items()},
+    )
+    line = writer or {"stored": kill, "handed": kill + 1, "submitted": kill + 1, "killed": True}
+    return judge(crash_case(kill), "none", Served(reads, 0, {kill: line}, {kill: left}))
+
+
+def test_a_crash_never_serves_other_bytes_nor_loses_what_was_stored() -> None:
+    assert crashed(2, "E E - - - -", "whole whole absent absent absent absent") == (
+        "served - E; stored absent whole",
+        None,
+    )
+    # The object in flight when the writer died may be there whole, and served.
+    assert crashed(2, "E E E - - -", "whole whole whole absent absent absent")[1] is None
+    why = crashed(2, "E E W - - -", "whole whole whole absent absent absent")[1]
+    assert why is not None and "other bytes" in why
+    why = crashed(2, "E - - - - -", "whole whole absent absent absent absent")[1]
+    assert why is not None and "not served: [1]" in why
+    why = crashed(2, "E E - - - -", "whole whole partial absent absent absent")[1]
+    assert why is not None and "partial write" in why and "does not name" in why
+
+
+def test_fsck_must_name_every_unfinished_write_and_no_whole_object() -> None:
+    states = "whole whole absent absent absent absent"
+    seen, why = crashed(2, "E E - - - -", states, leftovers={"a.tmp": "STORE-TEMP"})
+    assert why is None and seen.endswith("+ unfinished writes (STORE-TEMP)")
+    why = crashed(2, "E E - - - -", states, leftovers={"a.tmp": "STORE-TEMP", "b.tmp": None})[1]
+    assert why is not None and "did not name 1 unfinished" in why
+    why = crashed(2, "E E - - - -", states, fsck_objects={0: "STORE-SIZE"})[1]
+    assert why is not None and "whole object 0" in why
+
+
+def test_a_burst_whose_writer_was_not_killed_at_its_point_is_no_crash() -> None:
+    states = "whole whole absent absent absent absent"
+    early = {"stored": 1, "handed": 2, "submitted": 2, "killed": True}
+    seen, why = crashed(2, "E E - - - -", states, writer=early)
+    assert seen == "no crash" and why is not None and "not killed at its point" in why
+    # Once every object is stored, the writer may have ended by itself before the kill.
+    done = {"stored": CRASH_BURST, "handed": CRASH_BURST, "submitted": CRASH_BURST, "killed": False}
+    assert crashed(CRASH_BURST, " ".join(["E"] * CRASH_BURST), " ".join(["whole"] * CRASH_BURST),
+                   writer=done)[1] is None  # fmt: skip
+
+
+def test_the_capacity_case_runs_last_and_only_where_the_adapter_takes_a_capacity() -> None:
+    plan = serving_plan()
+    steps = script(plan)
+    manager, fill, pause = steps[-3:]
+    assert manager["op"] == "manager" and manager["extra"]["max_capacity_gb"] > 0
+    assert fill["op"] == "fill" and pause == {"op": "pause", "label": "capacity"}
+    assert [s["label"] for s in script(plan, capacity=False) if s["op"] == "fill"] == ["readback"]
+    assert not {plan.objects[i].chunk_hash for i in plan.capacity} & {
+        o.chunk_hash for o in plan.written()
+    }
+    # 20 objects of 16 KiB into room for 4: the case fills the adapter past its capacity.
+    assert CAPACITY_OBJECTS * 16384 > 2 * CAPACITY_BYTES
+
+
+def capacity_run(end: list[str], held: dict[int, int] | None, *, other: str = "E") -> Served:
+    """A capacity run whose reads are ``other`` but the last round's, which is ``end``."""
+    indexes = serving_plan().capacity
+    last = f"capacity/r{CAPACITY_ROUNDS - 1}/"
+    reads = {
+        label: rows(end[int(label.rsplit("/", 1)[1])] if label.startswith(last) else other)
+        for label in capacity_labels(indexes)
+    }
+    return Served(reads, held=None if held is None else {indexes[m]: n for m, n in held.items()})
+
+
+def test_capacity_holds_the_limit_and_serves_what_the_store_keeps() -> None:
+    n = CAPACITY_OBJECTS
+    end = ["-"] * (n - 3) + ["E"] * 3
+    kept = {m: 16384 for m in range(n - 3, n)}
+    assert judge("capacity", "none", capacity_run(end, kept)) == (
+        "filling, evicting E; end - E; store within its capacity",
+        None,
+    )
+    # Which objects survive is the policy's; that what it keeps is served is the rule.
+    first = ["E"] * 3 + ["-"] * (n - 3)
+    assert judge("capacity", "none", capacity_run(first, {0: 1, 1: 1, 2: 1}))[1] is None
+    why = judge("capacity", "none", capacity_run(end, {**kept, 2: 16384}))[1]
+    assert why is not None and "still holds not served at the end: [2]" in why
+    # The capacity and one object more is the bound (a pass follows the store that filled it).
+    full = {m: 16384 for m in range(5)}
+    assert judge("capacity", "none", capacity_run(["E"] * 5 + ["-"] * (n - 5), full))[1] is None
+    over = {m: 16384 for m in range(6)}
+    seen, why = judge("capacity", "none", capacity_run(["E"] * 6 + ["-"] * (n - 6), over))
+    assert seen.endswith("over its capacity") and why is not None and str(CAPACITY_BYTES) in why
+    why = judge("capacity", "none", capacity_run(end, kept, other="W"))[1]
+    assert why is not None and "other bytes" in why
+    seen, why = judge("capacity", "none", capacity_run(end, None))
+    assert seen == "not run" and why is not None
+
+
+def test_readback_wants_every_object_exact_right_after_its_store() -> None:
+    indexes = serving_plan().readback
+    exact = {f"readback/{n}/{n}": rows("E") for n in range(READBACK_OBJECTS)}
+    assert judge("readback", "fp8", Served(exact)) == ("E", None)
+    once = {**exact, "readback/7/7": rows("W")}
+    seen, why = judge("readback", "fp8", Served(once))
+    assert seen == "E W" and why is not None and "1 of 100" in why and "object 7" in why
+    lost = {**exact, "readback/0/0": rows("-")}
+    assert judge("readback", "none", Served(lost))[1] is not None  # a store done, then lost
+    assert len(indexes) == READBACK_OBJECTS

@@ -771,6 +771,26 @@ _RULES: tuple[Rule, ...] = (
         "An object rewritten whole while it is read is served as one version or missed: never "
         "a torn read (bytes of neither version), and every read ends.",
     ),
+    Rule(
+        "STORE-SERVE-CRASH",
+        MUST,
+        "After a writer is killed during a burst of stores, a fresh process serves every object "
+        "LMCache had stored exact and nothing else with other bytes; an object's name holds its "
+        "whole bytes or nothing, and fsck names every unfinished write the writer left.",
+    ),
+    Rule(
+        "STORE-SERVE-READBACK",
+        MUST,
+        "An object a process stored is served back exact by that process once its adapter "
+        "reported the store done and its L1 copy is gone.",
+    ),
+    Rule(
+        "STORE-SERVE-CAPACITY",
+        MUST,
+        "An adapter given a capacity and an eviction policy, filled past it while read, never "
+        "serves other bytes, holds at most its capacity once eviction has run, and serves "
+        "every object it still holds.",
+    ),
 )
 
 RULES: dict[str, Rule] = {rule.id: rule for rule in _RULES}

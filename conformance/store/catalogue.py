@@ -89,6 +89,9 @@ class Adapter:
     server: Server | None = None
     #: Whether names may carry the spec's ``key_prefix`` (``<key_prefix>@<name>``).
     key_prefix: bool = False
+    #: Whether its spec takes ``max_capacity_gb`` and an ``eviction`` block (LMCache 0.5.3
+    #: to 0.5.7rc2; ``fs`` has only the per-salt quota).
+    capacity: bool = False
 
     @property
     def has_server(self) -> bool:
@@ -224,11 +227,14 @@ S3_SERVER = Server(
 
 FS = Adapter("fs", NameForm.FILE, file_location, FileSource, _folder)
 #: LMCache's C++ client of the same layout: byte-identical names and content.
-FS_NATIVE = Adapter("fs_native", NameForm.FILE, file_location, FileSource, _folder)
-RESP = Adapter("resp", NameForm.STRING, host_port_location, RedisSource, _redis, REDIS_SERVER)
+FS_NATIVE = Adapter("fs_native", NameForm.FILE, file_location, FileSource, _folder, capacity=True)
+RESP = Adapter(
+    "resp", NameForm.STRING, host_port_location, RedisSource, _redis, REDIS_SERVER,
+    capacity=True,
+)  # fmt: skip
 #: No valkey client library here: no test store, fsck reads one server of it.
 VALKEY = Adapter("valkey", NameForm.STRING, startup_nodes_location, RedisSource, key_prefix=True)
-S3 = Adapter("s3", NameForm.STRING, s3_endpoint_location, S3Source, _s3, S3_SERVER)
+S3 = Adapter("s3", NameForm.STRING, s3_endpoint_location, S3Source, _s3, S3_SERVER, capacity=True)
 
 NONE = Serde("none", lmcache=False, faults=True)
 FP8 = Serde("fp8", cast="float8_e4m3fn", options={"fp8_dtype": "float8_e4m3fn"}, faults=True)

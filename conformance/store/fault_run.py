@@ -18,7 +18,6 @@ from pathlib import Path
 from . import catalogue
 from .drop_proxy import DropProxy
 from .faults import FAULTS, TARGET, damage, fault_plan, serdes, session
-from .lmcache_worker import PlanObject, fill, tensor_bytes
 from .lmcache_writer import (
     PlannedObject,
     ReadObject,
@@ -28,7 +27,7 @@ from .lmcache_writer import (
 )
 from .name_plan import by_lmcache, by_lmckv
 from .serving import Served, serving_plan
-from .serving_run import damage_before, serve
+from .serving_run import damage_before, raw_bytes, serve
 from .spec import l2_adapter_spec
 from .views import StoreView, open_view
 
@@ -71,7 +70,7 @@ def run_adapter(adapter: str, *, python: str = sys.executable) -> AdapterRun:
     :class:`.lmcache_writer.StoreWriteError` when LMCache cannot write it."""
     plan, named, foreign = fault_plan(), by_lmcache(), by_lmckv()
     tasks = serving_plan()
-    written = [*plan, *named, *tasks.objects]
+    written = [*plan, *named, *tasks.written()]
     with (
         tempfile.TemporaryDirectory(prefix=f"lmckv-faults-{adapter}-") as tmp,
         contextlib.ExitStack() as servers,
@@ -82,9 +81,10 @@ def run_adapter(adapter: str, *, python: str = sys.executable) -> AdapterRun:
         views = {serde: open_view(adapter, root / serde, servers) for serde in serdes()}
         specs = {s: l2_adapter_spec(adapter, v.fields, s, master_key) for s, v in views.items()}
         # The name objects' names are what test_store_names judges: only the plan's must be there.
-        write_stores(list(specs.values()), written, python=python, required=[*plan, *tasks.objects])
+        required = [*plan, *tasks.written()]
+        write_stores(list(specs.values()), written, python=python, required=required)
         raw = views[catalogue.NONE.name]
-        ours = expected_names(adapter, [*plan, *tasks.objects])
+        ours = expected_names(adapter, required)
         listed = sorted(set(raw.sizes()) - set(ours))
         for obj, name in zip(foreign, expected_names(adapter, foreign), strict=True):
             raw.put(name, raw_bytes(obj))
@@ -108,12 +108,6 @@ def run_adapter(adapter: str, *, python: str = sys.executable) -> AdapterRun:
             serving = {s: future.result() for s, future in running.items()}
     served = stores[catalogue.NONE.name].sessions.pop(SERVED)
     return AdapterRun(adapter, stores, expected_names(adapter, named), listed, served, serving)
-
-
-def raw_bytes(obj: PlannedObject) -> bytes:
-    """What a store without a serde holds for ``obj``: its layout's bytes, filled from its
-    seed as LMCache's writer fills them (:func:`.lmcache_worker.fill`)."""
-    return tensor_bytes(fill(PlanObject.from_json(obj.to_json())))
 
 
 def _read_damaged(

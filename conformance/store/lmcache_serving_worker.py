@@ -8,7 +8,10 @@ Like :mod:`lmcache_worker` (whose object, layout and manager helpers it loads by
 imports only the standard library, torch and lmcache. PLAN.json is that worker's, with one
 spec, plus ``script`` (a list of steps) and ``pause_s``:
 
-- ``{"op": "manager"}``: a fresh StorageManager; the one before closes in a thread.
+- ``{"op": "manager"}``: a fresh StorageManager; the one before closes in a thread. With
+  ``"extra": {...}``: fields added to the spec's (an adapter's capacity and eviction); with
+  ``"label": L``, a manager the release cannot build is line ``{"label": L, "error": TEXT}``
+  and the steps that need it do nothing.
 - ``{"op": "task", "label": L, "groups": [[i, ...], ...]}``: one prefetch task under the
   default ``prefix`` policy, one key group per list (object indexes in chunk order; every list
   of one length); 0.5.6 and later as a ``PrefetchTaskSpec`` of ``GroupedObjectKeys`` rows,
@@ -28,10 +31,24 @@ spec, plus ``script`` (a list of steps) and ``pause_s``:
   L1 only after the last; a line per task, labelled ``L/k``.
 - ``{"op": "pause", "label": L}``: line ``{"pause": L}``, then wait for the file ``go-L`` in
   the working directory (at most ``pause_s``): the caller changes the store meanwhile.
-- ``{"op": "sleep", "s": S}``: wait S seconds (at most ``pause_s``).
 - ``{"op": "arm", "label": L, "index": i}``: the next time LMCache hands its adapter a load
   that includes object i's key, pause as above first (once): the caller removes the object
   after LMCache's lookup found it and before its load.
+- ``{"op": "crash", "label": L, "objects": [i, ...], "kill_after": K}``: a writer forked from
+  this process (before it built any StorageManager: a fork copies no LMCache thread) stores
+  the objects through a StorageManager of its own, one at a time: it hands LMCache one,
+  waits until its adapter reports it stored, then hands the next. It is SIGKILLed once K
+  objects are stored and LMCache has submitted the next one's store to the adapter (K =
+  the burst's length: once all are stored), or at half ``pause_s``; its L1 segment is
+  removed. Line: ``{"label": L, "stored": N, "handed": M, "submitted": S, "killed": true}``
+  (``killed`` false: it had ended by itself).
+
+- ``{"op": "fill", "label": L, "objects": [i, ...], "read": "before" | "just", "rounds": R,
+  "gap_s": G}``: the objects stored through the manager one at a time, each waited for until
+  its adapter reports it stored and then dropped from L1; after each, as a task of its own
+  each, ``before``: every object stored before it, ``just``: the object itself (lines
+  ``L/n/m``: after the n-th store, the m-th object); then R rounds of reads of every object,
+  G seconds apart (lines ``L/rK/m``), while LMCache's eviction (a pass a second) runs.
 
 Objects may have other versions (``versions``: object index -> fill seeds): a hit equal to
 any of them is exact. Each line is flushed as soon as it is known.
@@ -39,9 +56,12 @@ any of them is exact. Each line is flushed as soon as it is known.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
+import select
+import signal
 import sys
 import threading
 import time
@@ -98,10 +118,11 @@ class Script:
         go = self.cwd / f"go-{label}"
         for _ in range(int(self.pause_s / PAUSE_POLL_S) + 1):
             if go.exists():
+                go.unlink()  # taken: a later pause of the same label waits for its own
                 return
             time.sleep(PAUSE_POLL_S)
 
-    def new_manager(self) -> None:
+    def new_manager(self, extra: dict[str, Any] | None = None) -> None:
         """Close the manager (in a thread: a close takes a second or two, and one whose
         connection a damaged read left stuck may not end) and build the next. While the
         process has more than :data:`THREADS` threads, the oldest close is waited for first
@@ -119,7 +140,8 @@ class Script:
         # FileNotFoundError in free_shm_pinned_ptr).
         self.managers += 1
         shm_name = f"lmcache_l1_pool_{os.getpid()}_{self.managers}"
-        self.manager = W.build_manager(self.spec, shm_name)
+        spec = json.dumps({**json.loads(self.spec), **extra}) if extra else self.spec
+        self.manager = W.build_manager(spec, shm_name)
         self._hook(self.manager)
 
     def _hook(self, manager: Any) -> None:
@@ -250,11 +272,17 @@ class Script:
         for step in steps:
             op = step["op"]
             if op == "manager":
-                self.new_manager()
+                try:
+                    self.new_manager(step.get("extra"))
+                except Exception as exc:  # a spec this release refuses: the case's line says so
+                    if "label" not in step:
+                        raise
+                    self.manager = None
+                    self.line(
+                        {"label": step["label"], "error": f"{type(exc).__name__}: {exc}"[:300]}
+                    )
             elif op == "pause":
                 self.pause(str(step["label"]))
-            elif op == "sleep":
-                time.sleep(min(float(step["s"]), self.pause_s))
             elif op == "arm":
                 self.armed[self.key(int(step["index"]))] = str(step["label"])
             elif op == "task":
@@ -272,6 +300,13 @@ class Script:
                         self._task(step["groups"], f"{step['label']}#{t}")
             elif op == "together":
                 self._together(step["tasks"], str(step["label"]))
+            elif op == "fill":
+                self._fill(str(step["label"]), [int(i) for i in step["objects"]],
+                           str(step["read"]), int(step["rounds"]),
+                           float(step["gap_s"]))  # fmt: skip
+            elif op == "crash":
+                self._crash(str(step["label"]), [int(i) for i in step["objects"]],
+                            int(step["kill_after"]))  # fmt: skip
             else:
                 raise ValueError(f"unknown step {op!r}")
             self.line({"step": op, "done": True})
@@ -297,6 +332,77 @@ class Script:
             self.finish(handle, flat, groups, f"{label}/{k}", drop=False)
         self.manager.delete_l1_keys([self.key(i) for t in tasks for g in t for i in g])
 
+    def _fill(self, label: str, indexes: list[int], read: str, rounds: int, gap_s: float) -> None:
+        if self.manager is None:  # its manager could not be built (its line says why)
+            return
+        stored = count_stores(self.manager)
+        for n, index in enumerate(indexes):
+            obj = self.plan.objects[index]
+            key = W.object_key(obj)
+            reserved = W.reserve_write(self.manager, [key], W.layout(obj))
+            W.fill_reserved(obj, reserved.get(key))
+            self.manager.finish_write([k for k in (key,) if k in reserved])
+            wait_stores(stored, n + 1, self.pause_s / 2)
+            self.manager.delete_l1_keys([key])
+            for m in range(n) if read == "before" else (n,):
+                self._read_between_passes(indexes[m], f"{label}/{n}/{m}")
+        for r in range(rounds):
+            time.sleep(min(gap_s, self.pause_s))
+            for m, other in enumerate(indexes):
+                self._read_between_passes(other, f"{label}/r{r}/{m}")
+
+    def _read_between_passes(self, index: int, label: str) -> None:
+        """Object ``index`` read as a task of its own while LMCache's L2 eviction makes no
+        pass (its controller's lock held): a pass between a read's lookup and its load is
+        timing, and the ``evicted`` cases make it at a known point."""
+        controller = getattr(self.manager, "_l2_eviction_controller", None)
+        lock = getattr(controller, "_states_lock", None)
+        with lock if lock is not None else contextlib.nullcontext():
+            self._task([[index]], label)
+
+    def _crash(self, label: str, indexes: list[int], kill_after: int) -> None:
+        if self.managers:
+            raise ValueError("a crash step comes before any StorageManager (it forks)")
+        shm_name = f"lmcache_l1_pool_{os.getpid()}_{label}"
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the writer: never returns
+            os.close(read_end)
+            try:
+                _write_burst(self.spec, shm_name, [self.plan.objects[i] for i in indexes],
+                             write_end, self.pause_s / 3)  # fmt: skip
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        stored = handed = submitted = 0
+        # Half a pause at most: the caller counts a worker quiet for a pause as hung.
+        deadline = time.monotonic() + self.pause_s / 2
+        try:
+            while (left := deadline - time.monotonic()) > 0:
+                if stored >= kill_after and (submitted > stored or stored == len(indexes)):
+                    break
+                if not select.select([read_end], [], [], left)[0]:
+                    break
+                data = os.read(read_end, 64)
+                if not data:  # it ended
+                    break
+                handed += data.count(b"h")
+                submitted += data.count(b"s")
+                stored += data.count(b"+")
+        finally:
+            killed = True
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                killed = False
+            _pid, status = os.waitpid(pid, 0)
+            killed = killed and os.WIFSIGNALED(status)
+            os.close(read_end)
+            with contextlib.suppress(OSError):
+                os.unlink(f"/dev/shm/{shm_name}")
+        self.line({"label": label, "stored": stored, "handed": handed, "submitted": submitted,
+                   "killed": killed})  # fmt: skip
+
     def close(self) -> None:
         if self.manager is not None:
             self.closing.append(threading.Thread(target=self.manager.close, daemon=True))
@@ -304,6 +410,61 @@ class Script:
         deadline = time.monotonic() + W.CLOSE_WAIT_S
         for thread in self.closing:
             thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def _write_burst(spec: str, shm_name: str, objects: list[Any], out: int, timeout_s: float) -> None:
+    """The forked writer of a crash step: one object at a time handed to LMCache (``h`` on
+    ``out``; ``s`` as LMCache submits its store to the adapter), then waited for until the
+    adapter has reported one more store task done and successful (``+``), then the next."""
+    manager = W.build_manager(spec, shm_name)
+    done = count_stores(manager)
+    _descriptor, adapter = manager.l2_adapters()[0]
+    submit = adapter.submit_store_task
+
+    def submit_store_task(keys: list[Any], objs: list[Any]) -> Any:
+        os.write(out, b"s")
+        return submit(keys, objs)
+
+    adapter.submit_store_task = submit_store_task
+    for n, obj in enumerate(objects):
+        key = W.object_key(obj)
+        reserved = W.reserve_write(manager, [key], W.layout(obj))
+        W.fill_reserved(obj, reserved.get(key))
+        manager.finish_write([k for k in (key,) if k in reserved])
+        os.write(out, b"h")
+        if not wait_stores(done, n + 1, timeout_s):
+            return
+        os.write(out, b"+")
+
+
+def count_stores(manager: Any) -> list[int]:
+    """A counter (one item) of the store tasks the manager's adapter reports done and
+    successful from now on (its ``pop_completed_store_tasks`` wrapped)."""
+    _descriptor, adapter = manager.l2_adapters()[0]
+    pop = adapter.pop_completed_store_tasks
+    done = [0]
+
+    def pop_completed_store_tasks() -> Any:
+        results = pop()
+        done[0] += sum(_stored(r) for r in results.values())
+        return results
+
+    adapter.pop_completed_store_tasks = pop_completed_store_tasks
+    return done
+
+
+def wait_stores(done: list[int], count: int, timeout_s: float) -> bool:
+    """Wait until ``done`` counts ``count`` stores (bounded); whether it does."""
+    deadline = time.monotonic() + timeout_s
+    while done[0] < count and time.monotonic() < deadline:
+        time.sleep(PAUSE_POLL_S / 4)
+    return done[0] >= count
+
+
+def _stored(result: Any) -> bool:
+    """An adapter's store result as a success: a bool, or an int that is the bytes moved
+    (``L2StoreResult``; -1 when it failed)."""
+    return bool(result) if isinstance(result, bool) else int(result) >= 0
 
 
 def _threads() -> int:

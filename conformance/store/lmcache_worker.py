@@ -263,14 +263,14 @@ def write_one(spec: str, plan: Plan) -> dict[str, Any]:
             keys = [object_key(plan.objects[i]) for i in indexes]
             reserved = reserve_write(manager, keys, layout(plan.objects[indexes[0]]))
             for index, key in zip(indexes, keys, strict=True):
-                results[index] = _fill_reserved(plan.objects[index], reserved.get(key))
+                results[index] = fill_reserved(plan.objects[index], reserved.get(key))
             manager.finish_write([k for k in keys if k in reserved])
             wait_taken(manager, plan.timeout_s)
         usage = wait_flushed(manager, plan.timeout_s)
     return {"l2_usage_bytes": usage, "objects": results}
 
 
-def _fill_reserved(obj: PlanObject, memory_obj: Any) -> dict[str, Any]:
+def fill_reserved(obj: PlanObject, memory_obj: Any) -> dict[str, Any]:
     data = fill(obj)
     raw = tensor_bytes(data)
     if memory_obj is not None:

@@ -22,6 +22,24 @@ which runs it in one process. Its cases:
   rewrites it without pause, in turn with its own bytes and another object's of the same
   layout, each put whole as LMCache's writers put it; every hit must be one of the two.
 
+- **crash** (STORE-SERVE-CRASH): before anything else, a writer forked from the worker
+  stores a burst of :data:`CRASH_BURST` new objects one at a time, and is SIGKILLed once
+  LMCache has stored k of them and holds the next, for each k of :data:`CRASH_KILLS` (a
+  burst each); the caller then lists what is left in the store and runs fsck on it (the
+  writer known dead: every unfinished write is old enough); per burst, a fresh
+  StorageManager reads each of its objects on its own.
+
+- **readback** (STORE-SERVE-READBACK): a StorageManager stores :data:`READBACK_OBJECTS` new
+  objects one at a time and reads each back as soon as its adapter reports it stored (its L1
+  copy dropped first).
+- **capacity** (STORE-SERVE-CAPACITY), last, where the adapter takes a capacity (its
+  catalogue row): a StorageManager whose spec adds :data:`CAPACITY_SPEC` (room for
+  :data:`CAPACITY_ROOM` objects, LRU eviction) stores :data:`CAPACITY_OBJECTS` new objects one
+  at a time, reading every object stored before it after each (the object itself is the
+  readback case's); then reads them all in
+  :data:`CAPACITY_ROUNDS` rounds :data:`CAPACITY_GAP_S` apart while eviction runs; the caller
+  then sizes what the store holds of them.
+
 Every case but a whole task's key groups starts in a StorageManager that has read nothing
 damaged, so that what one case leaves behind is never judged as another's outcome.
 
@@ -30,8 +48,9 @@ fault done at a known point (the worker pauses while the caller does it). Where 
 object was served as a hit, its task is read :data:`TASK_TRIES` times by its StorageManager
 and judged by its worst read: the bytes it brought may land in another
 object's buffer, or not, by the order in which LMCache's loads complete. The race is
-timing by nature: it is judged by its worst read of :data:`RACE_READS`, and fails when the
-writer did not rewrite the object at least once per read (no race was run).
+timing by nature: it is judged by its worst read of :data:`RACE_READS`, each begun after the
+writer's next rewrite, and fails when the writer did not rewrite the object at least once per
+read (no race was run).
 """
 
 from __future__ import annotations
@@ -72,10 +91,32 @@ AFTER_FAULTS: tuple[Fault, ...] = tuple(
 #: Reads of a whole task whose damaged object was a hit (its bytes went into L1): where bytes
 #: past its buffer land depends on the order in which LMCache's loads of the task complete.
 TASK_TRIES = 12
-#: Reads of the raced object, and the seconds between two of them (the writer's time to
-#: rewrite it: a PUT to moto's S3 server takes tens of milliseconds).
+#: Reads of the raced object. Between two of them the worker pauses until the writer has
+#: rewritten the object once more (a PUT to moto's S3 server takes tens of milliseconds on a
+#: quiet machine, hundreds on a loaded one), so that every read races a rewrite however
+#: slow the store is.
 RACE_READS = 20
-RACE_GAP_S = 0.05
+#: Objects of one crash burst, and the kill points: the writer is SIGKILLed once LMCache has
+#: stored this many of them, one at a time, and the next is handed to it (while LMCache
+#: stores the first, the third, the last; and once all are stored).
+CRASH_BURST = 6
+CRASH_KILLS = (0, 2, CRASH_BURST - 1, CRASH_BURST)
+#: The capacity case: objects of :data:`FULL_CHUNK` (16 KiB without a serde) stored into an
+#: adapter given room for :data:`CAPACITY_ROOM` of them, evicting half its keys (LRU) once a
+#: pass (a second) finds it 80% full; the rounds of reads after the last store, and the
+#: seconds before each (eviction gets their sum to bring the store under its capacity).
+CAPACITY_OBJECTS = 20
+CAPACITY_ROOM = 4
+CAPACITY_BYTES = CAPACITY_ROOM * 2 * 4 * 16 * 64 * 2
+CAPACITY_SPEC = {
+    "max_capacity_gb": CAPACITY_BYTES / 2**30,
+    "eviction": {"eviction_policy": "LRU", "trigger_watermark": 0.8, "eviction_ratio": 0.5},
+}
+CAPACITY_ROUNDS = 7
+#: The readback case's objects: each is one read right after its store. 0.5.3 and 0.5.4 fail
+#: from one read in five (fp8) to one in thirty (aesgcm on fs): of this many, always some.
+READBACK_OBJECTS = 100
+CAPACITY_GAP_S = 0.5
 
 
 @dataclass
@@ -91,6 +132,19 @@ class ServingPlan:
     later: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: The raced object's index and the index of the object whose bytes alternate with its own.
     race: tuple[int, int] = (0, 0)
+    #: kill point -> the indexes of its burst's objects (written by the crash step alone).
+    crash: dict[int, list[int]] = field(default_factory=dict)
+    #: The capacity and readback cases' objects, in the order they are stored (by their fill
+    #: steps alone).
+    capacity: list[int] = field(default_factory=list)
+    readback: list[int] = field(default_factory=list)
+
+    def written(self) -> list[PlannedObject]:
+        """The objects the store holds before the script starts: all but the bursts' and the
+        capacity and readback cases'."""
+        later = {i for indexes in self.crash.values() for i in indexes}
+        later |= set(self.capacity) | set(self.readback)
+        return [o for i, o in enumerate(self.objects) if i not in later]
 
     def add(self, rank: int, group: int, shape: tuple[int, ...]) -> int:
         index, seed = len(self.objects), 50_000 + len(self.objects)
@@ -135,12 +189,31 @@ def serving_plan() -> ServingPlan:
     for fault in LATER_FAULTS:
         plan.later[fault.name] = (plan.add(RANKS[0], 0, FULL_CHUNK), source)
     plan.race = (plan.add(RANKS[0], 0, FULL_CHUNK), source)
+    for kill in CRASH_KILLS:
+        plan.crash[kill] = [plan.add(RANKS[0], 0, FULL_CHUNK) for _ in range(CRASH_BURST)]
+    plan.capacity = [plan.add(RANKS[0], 0, FULL_CHUNK) for _ in range(CAPACITY_OBJECTS)]
+    plan.readback = [plan.add(RANKS[0], 0, FULL_CHUNK) for _ in range(READBACK_OBJECTS)]
     return plan
 
 
-def script(plan: ServingPlan) -> list[dict[str, Any]]:
-    """The worker's steps, in their fixed order (module docstring)."""
-    steps: list[dict[str, Any]] = []
+def crash_case(kill: int) -> str:
+    return f"crash-{kill}"
+
+
+def script(plan: ServingPlan, *, capacity: bool = True) -> list[dict[str, Any]]:
+    """The worker's steps, in their fixed order (module docstring); ``capacity``: whether
+    the adapter takes a capacity (the capacity case runs)."""
+    steps: list[dict[str, Any]] = [
+        {"op": "crash", "label": crash_case(kill), "objects": indexes, "kill_after": kill}
+        for kill, indexes in plan.crash.items()
+    ]
+    steps.append({"op": "pause", "label": "crashed"})
+    for kill, indexes in plan.crash.items():
+        steps.append({"op": "manager"})
+        steps += [
+            {"op": "task", "label": f"{crash_case(kill)}/{n}", "groups": [[i]]}
+            for n, i in enumerate(indexes)
+        ]
     for fault in TASK_FAULTS:
         for position in POSITIONS:
             case = task_case(fault.name, position)
@@ -175,9 +248,21 @@ def script(plan: ServingPlan) -> list[dict[str, Any]]:
     for k in range(RACE_READS):
         steps += [
             {"op": "task", "label": f"race/{k}", "groups": raced},
-            {"op": "sleep", "s": RACE_GAP_S},
+            {"op": "pause", "label": "race-gap"},
         ]
     steps.append({"op": "pause", "label": "race-end"})
+    steps += [
+        {"op": "manager"},
+        {"op": "fill", "label": "readback", "objects": plan.readback, "read": "just",
+         "rounds": 0, "gap_s": 0},
+    ]  # fmt: skip
+    if capacity:
+        steps += [
+            {"op": "manager", "extra": CAPACITY_SPEC, "label": "capacity"},
+            {"op": "fill", "label": "capacity", "objects": plan.capacity, "read": "before",
+             "rounds": CAPACITY_ROUNDS, "gap_s": CAPACITY_GAP_S},
+            {"op": "pause", "label": "capacity"},
+        ]  # fmt: skip
     return steps
 
 
@@ -321,6 +406,55 @@ def race_verdict(reads: list[TaskRead], rewrites: int) -> tuple[str, str | None]
     return text, None
 
 
+def crash_verdict(
+    kill: int,
+    indexes: list[int],
+    reads: list[TaskRead],
+    writer: dict[str, Any] | None,
+    left: CrashLeft | None,
+) -> tuple[str, str | None]:
+    """What a burst whose writer was killed once LMCache had stored ``kill`` of its objects
+    left and served (the kinds seen: served, stored, named by fsck) and why it breaks
+    STORE-SERVE-CRASH, or None: every object LMCache had stored is served exact; no read
+    served other bytes or failed to end; every object's name holds its whole bytes or
+    nothing; fsck, told the writer is dead, names every entry the burst left under no
+    object's name and no whole object."""
+    if writer is None or left is None:
+        return "no crash", "the burst's writer never ran (the worker stopped before it)"
+    stored = int(writer.get("stored", 0))
+    if stored < kill or not (writer.get("killed") or stored == len(indexes)):
+        why = f"{stored} stored of {kill}, killed: {writer.get('killed')}"
+        return "no crash", f"the writer was not killed at its point ({why})"
+    states = [left.objects.get(i, "absent") for i in indexes]
+    named = sorted({left.fsck[n] for n in left.leftovers if n in left.fsck})
+    seen = (
+        f"served {' '.join(sorted({r.summary() for r in reads}))}; "
+        f"stored {' '.join(sorted(set(states)))}"
+        + (f" + unfinished writes ({', '.join(named) or 'not named by fsck'})"
+           if left.leftovers else "")
+    )  # fmt: skip
+    for n, read in enumerate(reads):
+        if read.ending and read.ending not in ENDED:
+            return seen, f"the read of object {n} never ended ({read.ending})"
+        if read.summary() == "W":
+            return seen, f"object {n} served with other bytes after its writer was killed"
+    if lost := [n for n in range(kill) if reads[n].summary() != "E"]:
+        return seen, f"objects LMCache had stored before the kill not served: {lost}"
+    if "partial" in states:
+        n = states.index("partial")
+        named_it = "fsck names it" if indexes[n] in left.fsck_objects else "fsck does not name it"
+        return seen, f"object {n} holds a partial write under its name ({named_it})"
+    if left.fsck_error:
+        return seen, f"fsck could not check the store: {left.fsck_error}"
+    if silent := sorted(set(left.leftovers) - set(left.fsck)):
+        return seen, f"fsck did not name {len(silent)} unfinished writes"
+    for n, (i, state) in enumerate(zip(indexes, states, strict=True)):
+        rule = left.fsck_objects.get(i)
+        if state == "whole" and rule is not None:
+            return seen, f"fsck named whole object {n} a problem ({rule})"
+    return seen, None
+
+
 def worst_read(
     fault: Fault, serde: str, chunk: int, reads: dict[str, TaskRead], label: str
 ) -> tuple[TaskRead, str | None]:
@@ -352,22 +486,127 @@ def cases() -> list[Case]:
     out += [Case(f"later-{f.name}", "STORE-SERVE-LATER") for f in LATER_FAULTS]
     out += [Case("mixed", "STORE-SERVE-MIXED"), Case("together", "STORE-SERVE-TOGETHER")]
     out.append(Case("race", "STORE-SERVE-RACE"))
+    out += [Case(crash_case(kill), "STORE-SERVE-CRASH") for kill in CRASH_KILLS]
+    out.append(Case("readback", "STORE-SERVE-READBACK"))
+    out.append(Case("capacity", "STORE-SERVE-CAPACITY"))
     return out
+
+
+@dataclass(frozen=True)
+class CrashLeft:
+    """What a crash burst left in the store, seen from outside LMCache, and what fsck said
+    of it."""
+
+    #: object index -> ``whole``, ``partial`` (its name holds other bytes) or ``absent``.
+    objects: dict[int, str]
+    #: Entries that appeared during the burst under no object's name (name -> size).
+    leftovers: dict[str, int]
+    #: leftover name -> the rule of the problem fsck named it with.
+    fsck: dict[str, str]
+    #: object index -> the rule of the problem fsck named the object with.
+    fsck_objects: dict[int, str] = field(default_factory=dict)
+    #: Why fsck could not check the store ("" when it did).
+    fsck_error: str = ""
+
+
+def readback_labels(indexes: list[int]) -> list[str]:
+    """The readback case's task labels: after the n-th store, the object itself."""
+    return [f"readback/{n}/{n}" for n in range(len(indexes))]
+
+
+def readback_verdict(reads: dict[str, TaskRead], indexes: list[int]) -> tuple[str, str | None]:
+    """What the readback case's reads gave (their kinds) and why they break
+    STORE-SERVE-READBACK, or None: every object is an exact hit when read right after its
+    store."""
+    got = [reads[label] for label in readback_labels(indexes)]
+    seen = " ".join(sorted({r.summary() for r in got}))
+    if bad := [n for n, r in enumerate(got) if r.summary() != "E"]:
+        kinds = sorted({got[n].summary() for n in bad})
+        return seen, (
+            f"{len(bad)} of {len(got)} objects not served exact right after their store "
+            f"({', '.join(kinds)}; the first: object {bad[0]})"
+        )
+    return seen, None
+
+
+def capacity_labels(indexes: list[int]) -> list[str]:
+    """The capacity case's task labels: after the n-th store, each object stored before it;
+    then each object in each round while eviction runs (the last: its end)."""
+    steps = [f"capacity/{n}/{m}" for n in range(len(indexes)) for m in range(n)]
+    rounds = range(CAPACITY_ROUNDS)
+    return steps + [f"capacity/r{r}/{m}" for r in rounds for m in range(len(indexes))]
+
+
+def capacity_verdict(
+    reads: dict[str, TaskRead], held: dict[int, int] | None, indexes: list[int]
+) -> tuple[str, str | None]:
+    """What the capacity case served and left (the kinds of reads while filling and
+    evicting, and at the end; whether the store holds at most its capacity of the case's
+    objects) and why it breaks STORE-SERVE-CAPACITY, or None: every read ends, no hit is
+    other bytes, the store holds at most :data:`CAPACITY_BYTES` of the objects and one object
+    more once eviction has run, and every object it still holds was served exact by the
+    last round (listed after it: eviction only removes, so it was there when it was read)."""
+    labels = capacity_labels(indexes)
+    if held is None:
+        return "not run", "the case never reached its end (the worker stopped before)"
+    last = f"capacity/r{CAPACITY_ROUNDS - 1}/"
+    filling = [reads[label] for label in labels if not label.startswith(last)]
+    end = [reads[label] for label in labels if label.startswith(last)]
+    total = sum(held.values())
+    # One object over is allowed: a pass (once a second) finds the store over its watermark
+    # only after the store that put it there.
+    bound = CAPACITY_BYTES + max(held.values(), default=0)
+    fits = total <= bound
+    seen = (
+        f"filling, evicting {' '.join(sorted({r.summary() for r in filling}))}; "
+        f"end {' '.join(sorted({r.summary() for r in end}))}; "
+        f"store {'within' if fits else 'over'} its capacity"
+    )
+    for label in labels:
+        read = reads[label]
+        if read.ending and read.ending not in ENDED:
+            return seen, f"read {label} never ended ({read.ending})"
+        if read.summary() == "W":
+            return seen, f"read {label} served other bytes"
+    if not fits:
+        return seen, (
+            f"the store holds {total} bytes of {len(held)} of the case's objects after "
+            f"eviction ran, over its capacity of {CAPACITY_BYTES} and one object"
+        )
+    lost = [m for m, i in enumerate(indexes) if i in held and end[m].summary() != "E"]
+    if lost:
+        return seen, f"objects the store still holds not served at the end: {lost}"
+    return seen, None
 
 
 @dataclass(frozen=True)
 class Served:
     """A serving run: what each task gave, by label, and how often the race's writer
-    rewrote its object while the race's reads ran."""
+    rewrote its object while the race's reads ran; by kill point, each crash burst's writer
+    line and what the burst left."""
 
     reads: dict[str, TaskRead]
     rewrites: int = 0
+    writers: dict[int, dict[str, Any]] = field(default_factory=dict)
+    left: dict[int, CrashLeft] = field(default_factory=dict)
+    #: The capacity case's objects the store held at its end: index -> bytes (None: the
+    #: case did not reach its end, or did not run).
+    held: dict[int, int] | None = None
 
 
 def judge(case: str, serde: str, served: Served) -> tuple[str, str | None]:
     """What ``case`` observed (as the matrix shows it) and why it breaks its rule (None:
     it keeps it), from a serving run."""
     reads = served.reads
+    if case == "capacity":
+        return capacity_verdict(reads, served.held, serving_plan().capacity)
+    if case == "readback":
+        return readback_verdict(reads, serving_plan().readback)
+    if case.startswith("crash-"):
+        kill = int(case.removeprefix("crash-"))
+        burst = [reads[f"{case}/{n}"] for n in range(CRASH_BURST)]
+        indexes = serving_plan().crash[kill]
+        return crash_verdict(kill, indexes, burst, served.writers.get(kill), served.left.get(kill))
     if case == "race":
         return race_verdict([reads[f"race/{k}"] for k in range(RACE_READS)], served.rewrites)
     kind, _, rest = case.partition("-")

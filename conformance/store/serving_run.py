@@ -18,16 +18,35 @@ from pathlib import Path
 from typing import Any
 
 from lmckv.base import process_groups
+from lmckv.base.untrusted_text import shown
 
+from . import catalogue
 from .faults import damage_object
+from .fsck import Settings, check_store, close_sources
+from .lmcache_worker import PlanObject, fill, tensor_bytes
 from .lmcache_writer import (
     PROBE_SLACK_S,
     PROBE_STARTUP_S,
     WORKER_REAP_S,
+    PlannedObject,
     expected_names,
     serde_cast,
 )
-from .serving import EVICTED, TASK_FAULTS, Served, ServingPlan, script, task_read
+from .serving import (
+    EVICTED,
+    RACE_READS,
+    TASK_FAULTS,
+    CrashLeft,
+    Served,
+    ServingPlan,
+    capacity_labels,
+    crash_case,
+    readback_labels,
+    script,
+    task_read,
+)
+from .sources import StoreUnreachable
+from .spec import from_l2_adapter
 from .views import StoreView
 
 #: Seconds the worker waits at a pause; the bound on the whole script is the worker's start,
@@ -44,6 +63,8 @@ QUIET_S = 30.0
 #: Seconds between looks at the worker's lines.
 POLL_S = 0.02
 WORKER_PATH = Path(__file__).with_name("lmcache_serving_worker.py")
+#: The most seconds a race read waits for the writer's next rewrite.
+RACE_GAP_MAX_S = 5.0
 #: The race's writer stops by itself after this many seconds or rewrites.
 RACE_MAX_S = 60.0
 RACE_MAX_REWRITES = 100_000
@@ -66,7 +87,8 @@ def serve(
 ) -> Served:
     """Run the plan's script on the store of ``spec``: what each task gave, by label, and
     the race writer's rewrites."""
-    steps = script(plan)
+    capacity = view.row.capacity
+    steps = script(plan, capacity=capacity)
     names = expected_names(view.adapter, plan.objects)
     actions: dict[str, Callable[[], None]] = {
         case: functools.partial(view.delete, names[index])
@@ -81,13 +103,34 @@ def serve(
     raced, other = (names[i] for i in plan.race)
     writer = RacingWriter(view, raced, [view.get(raced), view.get(other)])
     actions.update(later=later, race=writer.start, **{"race-end": writer.stop})
+    actions["race-gap"] = writer.next_rewrite
+    before, left = set(view.sizes()), {}
+
+    def crashed() -> None:
+        left.update(crash_left(spec, view, plan, serde, before))
+
+    actions["crashed"] = crashed
+    held: dict[int, int] = {}
+
+    def filled() -> None:
+        listed = view.sizes()
+        held.update({i: listed[names[i]] for i in plan.capacity if names[i] in listed})
+        held[-1] = 0  # the case reached its end (an entry that weighs nothing)
+
+    actions["capacity"] = filled
     # Every task the worker may read: a together step's each, a damaged task's tries.
     tasks = sum(
         len(s.get("tasks", [0])) + s.get("again", {}).get("tries", 1) - 1
         for s in steps
         if s["op"] in ("task", "together")
     )
-    budget = PROBE_STARTUP_S + tasks * (SERVE_WAIT_S + PROBE_SLACK_S) + len(actions) * PAUSE_S
+    pauses = len(actions) + len(plan.crash) / 2  # a crash step waits half a pause at most
+    budget = (
+        PROBE_STARTUP_S
+        + tasks * (SERVE_WAIT_S + PROBE_SLACK_S)
+        + pauses * PAUSE_S
+        + RACE_READS * RACE_GAP_MAX_S
+    )
     versions = {plan.race[0]: [plan.objects[plan.race[1]].seed]}
     try:
         rows, ending = _run(spec, plan, steps, actions, budget, python, versions)
@@ -99,8 +142,81 @@ def serve(
             labels += [f"{s['label']}/{k}" for k in range(len(s["tasks"]))]
         if "again" in s:  # the tries the worker read again, where it did
             labels += [label for label in rows if label.startswith(f"{s['label']}#")]
+    labels += readback_labels(plan.readback)
+    if capacity:
+        labels += capacity_labels(plan.capacity)
     reads = {label: task_read(rows.get(label, ending)) for label in labels}
-    return Served(reads, writer.rewrites)
+    if capacity and "capacity" in rows:  # the capacity manager's error: every read says it
+        reads.update(
+            {label: task_read(rows["capacity"]) for label in capacity_labels(plan.capacity)}
+        )
+    writers = {k: row for k in plan.crash if (row := rows.get(crash_case(k))) is not None}
+    reached = {i: n for i, n in held.items() if i >= 0} if held else None
+    return Served(reads, writer.rewrites, writers, left, reached)
+
+
+def raw_bytes(obj: PlannedObject) -> bytes:
+    """What a store without a serde holds for ``obj``: its layout's bytes, filled from its
+    seed as LMCache's writer fills them (:func:`.lmcache_worker.fill`)."""
+    return tensor_bytes(fill(PlanObject.from_json(obj.to_json())))
+
+
+def crash_left(
+    spec: str, view: StoreView, plan: ServingPlan, serde: str, before: set[str]
+) -> dict[int, CrashLeft]:
+    """Per burst, what its crash left: each object's state under its name (whole: its bytes
+    where the store has no serde, else the size of an intact object of its layout in the
+    same store), the entries that appeared under no object's name that carry one of its
+    objects' chunk hash (a temporary file of its write: the store is read at the same time
+    by other processes, whose entries are not the burst's), and what fsck (the writers known
+    dead: ``temp_age_s`` 0) said of both."""
+    names = expected_names(view.adapter, plan.objects)
+    listed = view.sizes()
+    new = [n for n in listed if n not in before and n not in set(names)]
+    whole_size = listed.get(names[plan.tasks["intact"][0][0]])
+    store = from_l2_adapter(spec)
+    by_name: dict[str, str] = {}
+    error = ""
+    try:
+        report = check_store(store, Settings(temp_age_s=0.0))
+        try:
+            by_name = {p["name"]: p["rule"] for p in report.problems()}
+        finally:
+            report.close()
+    except (StoreUnreachable, OSError, ValueError) as exc:
+        error = shown(f"{type(exc).__name__}: {exc}")
+    finally:
+        close_sources(store)
+    left: dict[int, CrashLeft] = {}
+    for kill, indexes in plan.crash.items():
+        hashes = [plan.objects[i].chunk_hash.hex() for i in indexes]
+        leftovers = {n: listed[n] for n in new if any(h in n for h in hashes)}
+        objects = {i: _state(view, serde, names[i], plan.objects[i], listed, whole_size)
+                   for i in indexes}  # fmt: skip
+        left[kill] = CrashLeft(
+            objects,
+            leftovers,
+            {n: by_name[n] for n in leftovers if n in by_name},
+            {i: by_name[names[i]] for i in indexes if names[i] in by_name},
+            error,
+        )
+    return left
+
+
+def _state(
+    view: StoreView,
+    serde: str,
+    name: str,
+    obj: PlannedObject,
+    listed: dict[str, int],
+    whole_size: int | None,
+) -> str:
+    """What ``name`` holds of ``obj``: whole, partial or absent."""
+    if name not in listed:
+        return "absent"
+    if serde == catalogue.NONE.name:
+        return "whole" if view.get(name) == raw_bytes(obj) else "partial"
+    return "whole" if listed[name] == whole_size else "partial"
 
 
 class RacingWriter:
@@ -117,6 +233,13 @@ class RacingWriter:
     def start(self) -> None:
         self._thread = threading.Thread(target=self._rewrite, daemon=True)
         self._thread.start()
+
+    def next_rewrite(self) -> None:
+        """Wait until the object has been rewritten once more than now (at most
+        :data:`RACE_GAP_MAX_S`)."""
+        seen, deadline = self.rewrites, time.monotonic() + RACE_GAP_MAX_S
+        while self.rewrites <= seen and time.monotonic() < deadline:
+            time.sleep(POLL_S / 4)
 
     def _rewrite(self) -> None:
         deadline = time.monotonic() + RACE_MAX_S
