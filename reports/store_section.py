@@ -13,7 +13,7 @@ page shows) and the count of the rest. Any other layout of the document is read 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pandas as pd
 
@@ -60,30 +60,32 @@ def load_fsck(path: Path) -> dict[str, Any]:
 def _streamed(path: Path) -> dict[str, Any] | None:
     """The report read as fsck writes it, or None when it has another layout. The header
     (everything before :data:`PROBLEMS_OPEN`) is held to :data:`REPORT_LIMITS`, each problem
-    shown to :data:`PROBLEM_LIMITS`, and the document to the schema with those problems."""
-    head: list[str] = []
+    line to :data:`PROBLEM_LIMITS` (read so, whether shown or only counted), and the
+    document to the schema with the problems shown."""
+    head: list[bytes] = []
     size = 0
-    with path.open(encoding="utf-8") as f:
-        for line in f:
+    with path.open("rb") as f:
+        while line := _line(f):
             size += len(line)
             if size > REPORT_LIMITS.max_bytes:
                 return None
-            if line.rstrip("\n") == PROBLEMS_OPEN:
+            if line.rstrip(b"\n") == PROBLEMS_OPEN.encode():
                 break
             head.append(line)
         else:
             return None
-        document = dict(loads("".join(head).rstrip().rstrip(",") + "\n}", REPORT_LIMITS))
+        text = b"".join(head).decode("utf-8").rstrip().rstrip(",") + "\n}"
+        document = dict(loads(text, REPORT_LIMITS))
         shown: list[Any] = []
         count = 0
-        for line in f:
-            text = line.strip()
-            if text == "]":
-                if f.readline().strip() != "}" or f.read(1):
+        while line := _line(f):
+            item = line.strip()
+            if item == b"]":
+                if _line(f).strip() != b"}" or f.read(1):
                     return None
                 break
             if count < SHOWN_PROBLEMS:
-                shown.append(loads(text.removesuffix(","), PROBLEM_LIMITS, what="a problem"))
+                shown.append(loads(item.removesuffix(b","), PROBLEM_LIMITS, what="a problem"))
             count += 1
         else:
             return None  # cut short
@@ -93,6 +95,14 @@ def _streamed(path: Path) -> dict[str, Any] | None:
         raise ValueError(f"{count} problems listed, {document['counts']['problem']} counted")
     document["problem_count"] = count
     return document
+
+
+def _line(f: BinaryIO) -> bytes:
+    """The next line, at most :data:`PROBLEM_LIMITS` bytes long (ValueError past it)."""
+    line = f.readline(PROBLEM_LIMITS.max_bytes + 1)
+    if len(line) > PROBLEM_LIMITS.max_bytes:
+        raise ValueError(f"a line longer than {PROBLEM_LIMITS.max_bytes} bytes")
+    return line
 
 
 def _summary(doc: dict[str, Any]) -> str:

@@ -73,3 +73,8 @@ def test_fsck_json_of_a_store_with_many_problems_reads_back(tmp_path: Path) -> N
     fewer.write_text("".join(lines[:gone] + lines[gone + 1 :]))  # one problem line less
     with pytest.raises(StoreInputError):
         store_section([fewer], Output(tmp_path / "r3"))
+    long_line = tmp_path / "long.json"  # a line is read within its bound, shown or not
+    lines[gone] = '  {"name": "' + "x" * (2 << 20) + '"},\n'
+    long_line.write_text("".join(lines))
+    with pytest.raises(StoreInputError, match="longer than"):
+        store_section([long_line], Output(tmp_path / "r4"))

@@ -110,12 +110,11 @@ def serve(
         left.update(crash_left(spec, view, plan, serde, before))
 
     actions["crashed"] = crashed
-    held: dict[int, int] = {}
+    held: list[dict[int, int]] = []  # one item once the capacity case reached its end
 
     def filled() -> None:
         listed = view.sizes()
-        held.update({i: listed[names[i]] for i in plan.capacity if names[i] in listed})
-        held[-1] = 0  # the case reached its end (an entry that weighs nothing)
+        held.append({i: listed[names[i]] for i in plan.capacity if names[i] in listed})
 
     actions["capacity"] = filled
     # Every task the worker may read: a together step's each, a damaged task's tries.
@@ -151,8 +150,7 @@ def serve(
             {label: task_read(rows["capacity"]) for label in capacity_labels(plan.capacity)}
         )
     writers = {k: row for k in plan.crash if (row := rows.get(crash_case(k))) is not None}
-    reached = {i: n for i, n in held.items() if i >= 0} if held else None
-    return Served(reads, writer.rewrites, writers, left, reached)
+    return Served(reads, writer.rewrites, writers, left, held[0] if held else None)
 
 
 def raw_bytes(obj: PlannedObject) -> bytes:
@@ -172,7 +170,8 @@ def crash_left(
     dead: ``temp_age_s`` 0) said of both."""
     names = expected_names(view.adapter, plan.objects)
     listed = view.sizes()
-    new = [n for n in listed if n not in before and n not in set(names)]
+    named = set(names)
+    new = [n for n in listed if n not in before and n not in named]
     whole_size = listed.get(names[plan.tasks["intact"][0][0]])
     store = from_l2_adapter(spec)
     by_name: dict[str, str] = {}
