@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import socketserver
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -21,6 +21,10 @@ LIFETIME_S = 60.0
 STALL_S = 30.0
 #: Seconds between two bytes of a trickled reply.
 TRICKLE_GAP_S = 1.0
+#: Bytes a flooding reply sends at most (far more than any bound fsck sets; a client that
+#: buffers it all shows in its peak RSS), in chunks of FLOOD_CHUNK.
+FLOOD_BYTES = 2 << 30
+FLOOD_CHUNK = 1 << 20
 #: Text a server puts in its error replies: a terminal escape, and a line that would read as
 #: fsck's own verdict if it were printed as it is.
 FORGED = "\x1b[2J\x1b[31mhostile\rlmckv fsck: 0 problems\nclean"
@@ -34,6 +38,13 @@ def _bulk(data: bytes) -> bytes:
 
 def _array(items: list[bytes]) -> bytes:
     return b"*%d\r\n" % len(items) + b"".join(items)
+
+
+def _flood(head: bytes, chunk: bytes = b"\0" * FLOOD_CHUNK) -> Iterator[bytes]:
+    """``head``, then ``chunk`` again and again, up to :data:`FLOOD_BYTES` in all."""
+    yield head
+    for _ in range(FLOOD_BYTES // len(chunk)):
+        yield chunk
 
 
 class _RespHandler(socketserver.StreamRequestHandler):
@@ -52,6 +63,12 @@ class _RespHandler(socketserver.StreamRequestHandler):
                     return
                 if self.server.mode.endswith("-trickles") and argv[0].upper() == b"SCAN":
                     self._trickle(reply)
+                    return
+                if not isinstance(reply, bytes):  # a flood: until the client goes away
+                    for chunk in reply:
+                        if self.server.stopped.is_set():
+                            return
+                        self.wfile.write(chunk)
                     return
                 self.wfile.write(reply)
                 self.wfile.flush()
@@ -85,8 +102,9 @@ class _RespServer(socketserver.ThreadingTCPServer):
         self.mode = mode
         self.stopped = threading.Event()
 
-    def reply(self, argv: list[bytes]) -> bytes | None:
-        """The answer to one command in this server's mode (None: stall)."""
+    def reply(self, argv: list[bytes]) -> bytes | Iterable[bytes] | None:
+        """The answer to one command in this server's mode (None: stall; an iterable: a
+        flood, sent piece by piece)."""
         command = argv[0].upper()
         mode = self.mode
         if command in (b"PING",):
@@ -106,6 +124,8 @@ class _RespServer(socketserver.ThreadingTCPServer):
                 return b"-ERR " + FORGED.replace("\r", " ").replace("\n", " ").encode() + b"\r\n"
             if mode == "scan-stalls":
                 return None
+            if mode == "scan-endless-line":  # a status line that never ends
+                return _flood(b"+", b"x" * FLOOD_CHUNK)
             return _array([_bulk(b"0"), _array([_bulk(OBJECT.encode())])])
         if command == b"STRLEN":
             if mode == "strlen-text":
@@ -116,6 +136,8 @@ class _RespServer(socketserver.ThreadingTCPServer):
                 return None
             if mode == "getrange-oversize":
                 return _bulk(b"\0" * (int(argv[3]) + 4096))
+            if mode == "getrange-huge-length":  # declares 5 GiB, and sends what it can
+                return _flood(b"$%d\r\n" % (5 << 30))
             return _bulk(b"\0" * (int(argv[3]) + 1))
         if command == b"EXISTS":
             return b":1\r\n"
@@ -182,6 +204,22 @@ class _S3Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
 
+    def _flood(self, head: bytes) -> None:
+        """A 200 reply of ``head`` and then listing items, in chunked transfer encoding, up
+        to :data:`FLOOD_BYTES`."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        item = _item(OBJECT).encode()
+        items = item * (FLOOD_CHUNK // len(item))
+        with contextlib.suppress(OSError):
+            for chunk in _flood(head, items):
+                if self.server.stopped.is_set():
+                    return
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        self.close_connection = True
+
     def do_HEAD(self) -> None:
         self._send(200, b"")
 
@@ -200,6 +238,9 @@ class _S3Handler(BaseHTTPRequestHandler):
             body = _listing(_item(OBJECT, "sixteen"), truncated=False)
         elif mode == "list-no-token":
             body = _listing(_item(OBJECT), truncated=True)
+        elif mode == "list-flood":  # a page that never ends, chunk by chunk
+            self._flood(_listing("", truncated=False)[: -len("</ListBucketResult>")])
+            return
         elif mode == "list-error":
             message = FORGED.replace("\x1b", "")  # XML 1.0 carries no ESC; a newline it does
             body = (
@@ -219,14 +260,18 @@ class _S3Server(ThreadingHTTPServer):
     def __init__(self, mode: str) -> None:
         super().__init__(("127.0.0.1", 0), _S3Handler)
         self.mode = mode
+        self.stopped = threading.Event()
 
 
 @contextlib.contextmanager
 def s3_server(mode: str) -> Iterator[str]:
     """A hostile S3 endpoint in ``mode``; its URL."""
     server = _S3Server(mode)
-    with _serving(server):
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with _serving(server):
+            yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.stopped.set()  # a flood stops sending
 
 
 class _SilentHandler(socketserver.BaseRequestHandler):

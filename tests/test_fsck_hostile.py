@@ -129,6 +129,7 @@ def assert_clean_ending(proc: subprocess.Popen[str], out: str, err: str) -> None
         ("scan-repeats", "repeated SCAN cursor"),
         ("scan-cursor-text", "malformed"),
         ("scan-huge-page", "malformed"),
+        ("scan-endless-line", "larger than"),
         ("scan-error", "hostile"),
     ],
 )
@@ -150,17 +151,29 @@ def test_a_strlen_that_is_no_size_is_a_problem_of_that_object() -> None:
     assert "Traceback" not in out + err
 
 
-def test_a_range_reply_larger_than_asked_is_a_problem_of_that_object(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("mode", "needle"),
+    [
+        ("getrange-oversize", "asked for"),  # a few KiB more than asked
+        ("getrange-huge-length", "larger than"),  # declares 5 GiB and streams what it can
+    ],
+)
+def test_a_range_reply_larger_than_asked_is_a_problem_of_that_object(
+    tmp_path: Path, mode: str, needle: str
+) -> None:
+    """fsck reads no more than it asked for (its peak RSS is the bound: a reply declaring
+    gigabytes is refused before it is read), and the object is a problem of its own."""
     key = tmp_path / "master.key"
     key.write_bytes(bytes(32))
-    with resp_server("getrange-oversize") as port:
+    with resp_server(mode) as port:
         proc = fsck(
             f"redis://127.0.0.1:{port}/0", "--jobs", "1", "--serde", "aesgcm",
             "--key-file", str(key),
         )  # fmt: skip
         code, out, err, _ = finish(proc)
     assert code == 1, (out, err)
-    assert "STORE-READ" in out and "asked for" in out
+    assert "STORE-READ" in out and needle in out, out
+    assert "Traceback" not in out + err
 
 
 @pytest.mark.parametrize(
@@ -171,6 +184,7 @@ def test_a_range_reply_larger_than_asked_is_a_problem_of_that_object(tmp_path: P
         ("list-size-text", "malformed"),
         ("list-not-xml", "listing the bucket failed"),  # botocore: a 500 after 3 tries
         ("list-no-token", "without a continuation token"),
+        ("list-flood", "larger than"),
         ("list-error", "hostile"),
     ],
 )
@@ -273,3 +287,22 @@ def test_a_scheduler_address_that_never_answers_is_bounded(store: Path) -> None:
         code, out, err, seconds = finish(proc)
     assert code == 2 and seconds < 3 + 2 + 5, (seconds, err)
     assert_clean_ending(proc, out, err)
+
+
+@pytest.mark.parametrize(
+    "store",
+    [
+        "redis://user:hunter2-secret@127.0.0.1/0",  # no port
+        "redis://user:hunter2-secret@127.0.0.1:6379/zero",
+        '--l2-adapter={"type": "resp", "host": "127.0.0.1", "port": 1, "password": 7}',
+        '--l2-adapter={"type": "resp", "host": "h", "port": 1, "password": "hunter2" x}',
+        '--l2-adapter={"type": "s3", "s3_endpoint": "b.h:1", "aws_secret_access_key": [1]}',
+    ],
+)
+def test_a_secret_of_the_spec_is_never_shown(store: str) -> None:
+    """A spec refused for its form names what is wrong, not the password or key in it."""
+    proc = fsck(store, "--jobs", "1")
+    code, out, err, _ = finish(proc)
+    assert code == 2, (out, err)
+    assert "hunter2" not in out + err and "got 7" not in err and "[1]" not in err, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err

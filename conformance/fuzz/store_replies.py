@@ -20,6 +20,7 @@ import redis.backoff
 import redis.retry
 
 from ..store.locations import RedisLocation, S3Location
+from ..store.reply_bounds import resp_parser_class
 from ..store.sources import (
     Entry,
     ObjectGone,
@@ -80,7 +81,7 @@ def run_resp(data: bytes) -> list[Entry]:
             warnings.simplefilter("ignore", DeprecationWarning)
             pool = redis.ConnectionPool(
                 connection_class=_Paired, protocol=2, socket_timeout=0.5,
-                lib_name=None, lib_version=None,
+                lib_name=None, lib_version=None, parser_class=resp_parser_class(),
                 retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0),  # one socket, no retry
             )  # fmt: skip
         source = RedisSource.__new__(RedisSource)

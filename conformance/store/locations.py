@@ -53,6 +53,16 @@ class S3Location:
 Location = FileLocation | RedisLocation | S3Location
 
 
+def without_password(url: str) -> str:
+    """``url`` as it may be shown: a password in it (``redis://USER:PASSWORD@HOST``) is
+    replaced by ``***``."""
+    scheme, sep, rest = url.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    if not at or ":" not in userinfo:
+        return url
+    return f"{scheme}{sep}{userinfo.split(':', 1)[0]}:***@{host}"
+
+
 def describe(location: Location) -> str:
     """Where the store is, in one line without secrets."""
     if isinstance(location, FileLocation):
@@ -61,22 +71,28 @@ def describe(location: Location) -> str:
         prefix = f" (key_prefix {location.key_prefix!r})" if location.key_prefix else ""
         return f"redis://{location.host}:{location.port}/{location.db}{prefix}"
     where = f"s3://{location.bucket}" + (f"/{location.prefix}" if location.prefix else "")
-    endpoint = location.endpoint_url
+    endpoint = location.endpoint_url and without_password(location.endpoint_url)
     if endpoint and location.addressing == "virtual":  # the host the adapter connects to
         scheme, _, host = endpoint.partition("://")
         endpoint = f"{scheme}://{location.bucket}.{host}"
     return where + (f" at {endpoint}" if endpoint else "")
 
 
+#: Fields of an adapter spec whose values are never shown, in an error or anywhere else.
+SECRET_FIELDS = frozenset({"password", "aws_secret_access_key"})
+
+
 def text_field(d: dict[str, Any], key: str, *, required: bool = False) -> str | None:
-    """``d[key]``: a non-empty string, or None when absent and not ``required``."""
+    """``d[key]``: a non-empty string, or None when absent and not ``required``. The error
+    for a wrong value shows it, except for :data:`SECRET_FIELDS`."""
     value = d.get(key)
     if value is None:
         if required:
             raise StoreSpecError(f"the adapter spec needs {key!r}")
         return None
     if not isinstance(value, str) or not value:
-        raise StoreSpecError(f"{key!r} must be a non-empty string, got {value!r}")
+        got = f"a value of type {type(value).__name__}" if key in SECRET_FIELDS else repr(value)
+        raise StoreSpecError(f"{key!r} must be a non-empty string, got {got}")
     return value
 
 

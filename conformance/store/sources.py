@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from .locations import FileLocation, RedisLocation, S3Location
 from .names import ADAPTER_FILES, TEMP_SUFFIX, is_object_file
+from .reply_bounds import ReplyTooLarge, bound_s3_listings, reply_limit, resp_parser_class
 
 #: Entries per page of a listing, at most.
 PAGE_SIZE = 1000
@@ -33,6 +34,9 @@ PAGE_SLACK = 10
 #: Listed bytes per page of a file listing, at most (a page of large objects is cut short, so
 #: that a pool of workers shares a store of few large files).
 PAGE_BYTES = 128 << 20
+#: Bytes ``get`` reads of one object at most (the tests' and benchmarks' reads of stores they
+#: wrote; fsck reads through ``open``, bounded by what it asks for).
+GET_BYTES = 4 << 30
 #: Seconds a server may take to answer one request.
 REQUEST_TIMEOUT = 30.0
 
@@ -195,12 +199,14 @@ class RedisSource:
         import redis
 
         self.location = location
-        self.client = redis.Redis(
+        pool = redis.ConnectionPool(
             host=location.host, port=location.port, db=location.db,
             username=location.username, password=location.password,
             socket_timeout=REQUEST_TIMEOUT, socket_connect_timeout=REQUEST_TIMEOUT,
             protocol=2,  # RESP2, as LMCache's clients speak: no HELLO, no fallback warning
+            parser_class=resp_parser_class(),  # every reply within its bound in bytes
         )  # fmt: skip
+        self.client = redis.Redis(connection_pool=pool)
         try:
             self.client.ping()
         except redis.RedisError as exc:
@@ -217,6 +223,8 @@ class RedisSource:
                 keys = [k if isinstance(k, bytes) else k.encode() for k in found]
             except redis.RedisError as exc:
                 raise StoreUnreachable(f"listing the keys failed: {exc}") from None
+            except ReplyTooLarge as exc:
+                raise StoreUnreachable(f"the server's SCAN reply is malformed: {exc}") from None
             except (ValueError, TypeError, AttributeError) as exc:  # redis-py's parse of it
                 raise StoreUnreachable(f"the server's SCAN reply is malformed: {exc}") from None
             if len(keys) > PAGE_SLACK * PAGE_SIZE:
@@ -240,6 +248,8 @@ class RedisSource:
             sizes = pipe.execute(raise_on_error=False)
         except redis.RedisError as exc:
             raise StoreUnreachable(f"sizing the keys failed: {exc}") from None
+        except ReplyTooLarge as exc:
+            raise StoreUnreachable(f"the server's STRLEN replies are malformed: {exc}") from None
         except (ValueError, TypeError, AttributeError) as exc:  # redis-py's parse of a reply
             raise StoreUnreachable(f"the server's STRLEN replies are malformed: {exc}") from None
         if len(sizes) != len(keys):
@@ -262,9 +272,12 @@ class RedisSource:
         key = entry.name.encode("utf-8", "surrogateescape")
         try:
             # GETRANGE answers "" for a key that is gone: EXISTS tells an empty read apart.
-            data = self.client.getrange(key, 0, limit - 1) if limit > 0 else b""
+            with reply_limit(limit):
+                data = self.client.getrange(key, 0, limit - 1) if limit > 0 else b""
             if not data and not self.client.exists(key):
                 raise ObjectGone(entry.name)
+        except ReplyTooLarge as exc:  # refused before it was read; the connection is dropped
+            raise ObjectUnreadable(0, str(exc)) from None
         except redis.ResponseError as exc:
             raise ObjectUnreadable(0, str(exc)) from None
         except redis.RedisError as exc:  # the server went away: the check cannot go on
@@ -278,7 +291,8 @@ class RedisSource:
         return io.BytesIO(data)
 
     def get(self, name: str) -> bytes:
-        data = self.client.get(name.encode("utf-8", "surrogateescape"))
+        with reply_limit(GET_BYTES):
+            data = self.client.get(name.encode("utf-8", "surrogateescape"))
         if not isinstance(data, bytes):
             raise ObjectGone(name)
         return data
@@ -313,6 +327,7 @@ class S3Source:
             aws_access_key_id=location.access_key_id,
             aws_secret_access_key=location.secret_access_key, config=config,
         )  # fmt: skip
+        bound_s3_listings(self.client)
         try:
             self.client.head_bucket(Bucket=location.bucket)
         except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
@@ -331,7 +346,12 @@ class S3Source:
                 reply = self.client.list_objects_v2(**kwargs)
             except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
                 raise StoreUnreachable(f"listing the bucket failed: {exc}") from None
-            except (botocore.parsers.ResponseParserError, ValueError, TypeError) as exc:
+            except (
+                botocore.parsers.ResponseParserError,
+                ReplyTooLarge,
+                ValueError,
+                TypeError,
+            ) as exc:
                 # botocore's parse of a malformed listing (a Size that is no number: int())
                 raise StoreUnreachable(f"the server's listing is malformed: {exc}") from None
             page = _s3_page(reply, self.prefix)

@@ -31,6 +31,7 @@ from .locations import (
     StoreSpecError,
     describe,
     text_field,
+    without_password,
 )
 from .sources import Source
 
@@ -105,7 +106,9 @@ def from_l2_adapter(text: str) -> StoreSpec:
     if len(text.encode("utf-8", "surrogatepass")) > MAX_SPEC_BYTES:
         raise StoreSpecError(f"the adapter spec is longer than {MAX_SPEC_BYTES} bytes")
     try:
-        d = loads(text, JSONLimits(max_bytes=MAX_SPEC_BYTES), what="the adapter spec")
+        # no excerpt of a malformed spec: it may hold a password or a secret key
+        limits = JSONLimits(max_bytes=MAX_SPEC_BYTES, excerpts=False)
+        d = loads(text, limits, what="the adapter spec")
     except UntrustedJSONError as exc:
         raise StoreSpecError(f"the adapter spec is not JSON lmckv accepts: {exc}") from None
     if not isinstance(d, dict):
@@ -130,11 +133,12 @@ def from_target(target: str, endpoint: str | None = None) -> StoreSpec:
             port = parts.port
         except ValueError:
             port = None
+        shown = without_password(target)
         if not parts.hostname or port is None:
-            raise StoreSpecError(f"{target!r}: expected redis://HOST:PORT[/DB]")
+            raise StoreSpecError(f"{shown!r}: expected redis://HOST:PORT[/DB]")
         db_text = parts.path.strip("/") or "0"
         if not db_text.isdigit():
-            raise StoreSpecError(f"{target!r}: the database is a number")
+            raise StoreSpecError(f"{shown!r}: the database is a number")
         location: Location = RedisLocation(
             parts.hostname, port, int(db_text), parts.username, parts.password
         )

@@ -65,6 +65,7 @@ class JSONLimits:
     max_string_chars: int = 1 << 20  # one string as written between its quotes, escapes included
     max_items: int = 1_000_000  # array elements + object members, summed over the document
     allow_nan: bool = False  # the NaN / Infinity / -Infinity literals
+    excerpts: bool = True  # a malformed document's error quotes a few characters near it
 
 
 DEFAULT_LIMITS = JSONLimits()
@@ -165,10 +166,8 @@ def loads(data: str | bytes, limits: JSONLimits = DEFAULT_LIMITS, *, what: str =
             text, parse_constant=parse_constant, parse_int=parse_int, parse_float=parse_float
         )
     except json.JSONDecodeError as e:
-        excerpt = ascii(text[max(0, e.pos - 10) : e.pos + 10])
-        _refuse(
-            what, f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno} (near {excerpt})"
-        )
+        near = f" (near {text[max(0, e.pos - 10) : e.pos + 10]!a})" if limits.excerpts else ""
+        _refuse(what, f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}{near}")
     except RecursionError:
         _refuse(what, f"nested too deep to parse (max_depth={limits.max_depth})", "max_depth")
     except UntrustedJSONError:
