@@ -58,9 +58,9 @@ class Checker:
         self.limits = limits
         self.count = 0
         self.max_alloc_ratio = 0.0
-        # One unmeasured run on a seed: what a decoder loads once (a module, a service model)
-        # is not the first input's allocation.
-        for seed in target.seeds()[:1]:
+        # One unmeasured run on every seed: what a decoder loads or compiles once (a module, a
+        # service model, a numba kernel's signature) is not an input's allocation.
+        for seed in target.seeds():
             with contextlib.suppress(Exception):
                 target.run(seed)
         signal.signal(signal.SIGALRM, _on_alarm)
