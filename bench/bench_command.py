@@ -200,9 +200,15 @@ def _gpu_check(args: argparse.Namespace) -> int:
 
 
 def _e2e(args: argparse.Namespace) -> int:
+    from ..conformance.store.serde_plugins import PluginError, load_all
     from .accuracy.e2e_run import run_model
     from .accuracy.models import ModelUnusable
 
+    try:
+        load_all(args.serde_plugin)
+    except PluginError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     try:
         path, counts, wall = run_model(
             args.model,
@@ -403,6 +409,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="bytes the model may use (default: the memory available now)",
     )
     e2e.add_argument("--no-progress", action="store_true", help="no progress bars")
+    e2e.add_argument(
+        "--serde-plugin", action="append", default=[], metavar="MODULE[:FUNCTION]",
+        help="import MODULE (and call FUNCTION) first: a package that registers serdes with "
+        "LMCache's factory; its serdes get rows (may repeat)",
+    )  # fmt: skip
     e2e.set_defaults(func=_e2e)
 
     load = sub.add_parser("load", help="loopback load on cache servers (bench/server_load/load.py)")

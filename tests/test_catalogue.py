@@ -5,7 +5,8 @@ row added to it reaches fsck, the fault suite's cells and the end-to-end serde t
 The vocabulary scan reads every shipped module's string literals (as tests/test_vocabulary.py
 does for the scale scopes): a name is *spelled* where a literal equals it. Docstrings and
 sentences that mention a name are text, not a spelling. The short names ``fs``, ``s3``,
-``none`` and ``lmckv`` are ordinary words elsewhere (a boto3 service, a scheme, the project)
+``none``, ``lmckv`` and ``unknown`` are ordinary words elsewhere (a boto3 service, a scheme, the
+project, an outcome)
 and are left out of the scan; their rows are still the only place that defines them.
 """
 
@@ -41,7 +42,7 @@ HOME = "lmckv.conformance.store.catalogue"
 #: serdes it implements: the one other module that may spell a serde's name.
 REFERENCE_SERDES = "lmckv.reference_impl.serde"
 #: Ordinary words elsewhere (the module docstring says why they are not scanned).
-COMMON_WORDS = {"fs", "s3", "none", "lmckv"}
+COMMON_WORDS = {"fs", "s3", "none", "lmckv", "unknown"}
 
 
 def _spelled_in(name: str) -> list[str]:
@@ -162,9 +163,16 @@ def test_rows_agree_with_the_frames_they_describe() -> None:
     aesgcm = catalogue.AESGCM
     assert (aesgcm.head, aesgcm.tail, aesgcm.overhead) == (13, 16, 29)  # version + IV, tag
     assert aesgcm.check is Check.TAG and aesgcm.key_file
-    assert catalogue.detect_serde([(b"\x01" + bytes(7), 100)]) is aesgcm
-    assert catalogue.detect_serde([(b"LMCKV\x00\x01\x00", 100)]).check is Check.BLOB
-    assert catalogue.detect_serde([(b"\x00" * 8, 100)]) is catalogue.NONE
+    chunk = bytes(range(32))
+    assert catalogue.detect_serde([(b"\x01" + bytes(31), 100, chunk)]) is aesgcm
+    # A checksum frame starts 0x01 too: its fingerprint (the chunk hash's first 8 bytes) tells.
+    assert catalogue.detect_serde([(b"\x01" + chunk[:8] + bytes(23), 100, chunk)]).name == (
+        "checksum"
+    )
+    assert catalogue.detect_serde([(b"LMCKV\x00\x01\x00", 100, chunk)]).check is Check.BLOB
+    assert catalogue.detect_serde([(b"TQ01\x01\x04" + bytes(26), 100, chunk)]).name == "tqai"
+    # Nothing recognised: "unknown", never "none" (a raw object looks like any other).
+    assert catalogue.detect_serde([(b"\x00" * 32, 100, chunk)]) is catalogue.UNKNOWN
     assert catalogue.FP8.cast == "float8_e4m3fn" and not catalogue.FP8.verifiable
     with pytest.raises(ValueError, match="already"):
         catalogue.register_serde(catalogue.FP8)

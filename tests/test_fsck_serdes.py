@@ -123,7 +123,9 @@ def test_raw_and_fp8_stores_are_size_checked(tmp_path: Path, serde: str, unit: i
     given = ["--serde", serde] if serde != "none" else []
     status, doc = run(str(root), "--chunk-tokens", str(TOKENS), *given)
     assert status == 0, doc["problems"]
-    assert doc["store"]["serde"] == serde and doc["store"]["serde_detected"] == (serde == "none")
+    # Given no serde, a raw store is told from no other headerless one: "unknown", not "none".
+    assert doc["store"]["serde"] == ("unknown" if serde == "none" else serde)
+    assert doc["store"]["serde_detected"] == (serde == "none")
     assert doc["content_verifiable"] is False
     assert (doc["counts"]["size_checked"], doc["counts"]["partial"]) == (7, 1)
     assert doc["counts"]["verified"] == 0

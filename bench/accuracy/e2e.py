@@ -56,6 +56,7 @@ import numpy.typing as npt
 import torch
 
 from ...conformance.store import catalogue
+from ...conformance.store.lmcache_serde_calls import SerdeFailed
 from ...reference_impl.kv_codec.header_fields import ScaleScope
 from ..common.impls import CodecImpl
 from ..common.progress import bar
@@ -402,7 +403,9 @@ def _registered_rows(model: str, context: int, run: _Run) -> Iterator[dict[str, 
     measurement does not score itself, is a skip row saying so."""
     names, _ = lmcache_serdes.registered()
     for serde in catalogue.lmcache_extra_serdes(names, l2_serdes.SERDES):
-        reason = f"{lmcache_serdes.installed_release()} does not register it"
+        row = catalogue.serde(serde)
+        origin = f" ({row.origin}: --serde-plugin loads a plugin)" if row.origin else ""
+        reason = f"{lmcache_serdes.installed_release()} does not register it{origin}"
         yield {"kind": "skip", "what": f"e2e serde {serde}", "reason": reason, "serde": serde}
     head_dim = int(run.windows[0].kv[0][0].shape[-1])
     windows = len(run.windows)
@@ -420,7 +423,7 @@ def _registered_rows(model: str, context: int, run: _Run) -> Iterator[dict[str, 
                         model, context, name, serde, "l2_bytes_per_token", written / context, 1
                     ),
                 ]
-        except lmcache_serdes.SerdeFailed as exc:
+        except SerdeFailed as exc:
             yield {"kind": "skip", "what": f"e2e serde {serde}", "reason": str(exc), "serde": serde}
             continue
         yield from rows
@@ -435,10 +438,10 @@ def _lossless_bytes(config: dict[str, Any], run: _Run, name: str, dtype: torch.d
         objects = lmcache_serdes.object_chunks(window.kv, dtype)
         try:
             trips = lmcache_serdes.roundtrip(config, objects)
-        except lmcache_serdes.SerdeFailed as exc:
-            raise lmcache_serdes.SerdeFailed(f"{name} cache: {exc}") from exc
+        except SerdeFailed as exc:
+            raise SerdeFailed(f"{name} cache: {exc}") from exc
         if not all(_same_bits(o, t.back) for o, t in zip(objects, trips, strict=True)):
-            raise lmcache_serdes.SerdeFailed(
+            raise SerdeFailed(
                 f"{name} cache: its round trip changes the cache (lossy); lmckv scores a "
                 "lossy serde through the model only for fp8"
             )

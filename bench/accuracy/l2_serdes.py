@@ -22,13 +22,13 @@ object) per layer, divided by the window's context tokens.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from ...conformance.store import catalogue
+from ...conformance.store.lmcache_serde_calls import LMCacheObj
 from ...reference_impl.kv_codec.header_fields import ScaleScope
 from ..common.impls import CodecImpl
 from .data import KVSample
@@ -43,24 +43,6 @@ NO_SCALE = "NO_SCALE"
 UPSTREAM_FP8 = "lmcache.v1.distributed.serde.fp8"
 #: The ``aesgcm`` serde's master key: a placeholder the operator replaces.
 KEY_PLACEHOLDER = "/path/to/master.key"
-
-
-@dataclass
-class LMCacheObj:
-    """What a serde uses of upstream's ``MemoryObj``: its tensor, its bytes, and the size a
-    serializer reports it wrote (``set_used_size``)."""
-
-    tensor: torch.Tensor
-    used: int | None = None
-
-    @property
-    def byte_array(self) -> memoryview:
-        """The tensor's bytes, writable in place."""
-        array: Any = self.tensor.view(torch.uint8).reshape(-1).numpy()
-        return memoryview(array)
-
-    def set_used_size(self, n: int) -> None:
-        self.used = n
 
 
 def fp8_classes() -> tuple[Any, Any, str]:

@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from ...conformance.store.lmcache_serde_calls import SerdeFailed
 from ..accuracy.l2_serdes import FP8, K16V8, K16V8_V_ONLY, NONE, l2_config
 from ..accuracy.lmcache_serdes import (
     ADAPTER_TYPE,
-    SerdeFailed,
     adapter_spec,
     build_adapter,
     installed_release,

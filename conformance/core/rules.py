@@ -679,6 +679,29 @@ _RULES: tuple[Rule, ...] = (
         "An aesgcm object's tag verifies under the key LMCache derives for its cache_salt.",
     ),
     Rule(
+        "STORE-CHECKSUM-FRAME",
+        MUST,
+        "A checksum object is a version-1 frame: 0x01, an 8-byte fingerprint, an 8-byte "
+        "xxh3_64 hash, the payload.",
+    ),
+    Rule(
+        "STORE-CHECKSUM-FINGERPRINT",
+        MUST,
+        "A checksum object's fingerprint is the first 8 bytes of its key's chunk hash "
+        "(zero-padded).",
+    ),
+    Rule(
+        "STORE-CHECKSUM-HASH",
+        MUST,
+        "A checksum object's hash is xxh3_64 of every byte after its 17-byte header.",
+    ),
+    Rule(
+        "STORE-TQ01-FRAME",
+        MUST,
+        "A tqai object is one TQ01 frame whose blocks have the lengths its header gives and "
+        "end where the object ends.",
+    ),
+    Rule(
         "STORE-BLOB-TRUNCATED",
         MUST,
         "An LMCKV object holds its whole header and every payload byte the header declares.",

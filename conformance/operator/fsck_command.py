@@ -37,6 +37,7 @@ from ..store import catalogue
 from ..store.framing import KeyFileError
 from ..store.fsck import Report, Settings, check_store, close_sources, default_jobs
 from ..store.locations import StoreSpecError
+from ..store.serde_plugins import PluginError, load_all
 from ..store.sizes import DEFAULT_CHUNK_TOKENS
 from ..store.sources import StoreUnreachable
 from ..store.spec import AES_BITS, SerdeSpec, StoreSpec, from_l2_adapter, from_target
@@ -117,6 +118,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--scheduler", metavar="ADDRESS", help="a Dask scheduler's address")
     parser.add_argument("--json", metavar="PATH", help="write the report as JSON ('-': stdout)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--serde-plugin", action="append", default=[], metavar="MODULE[:FUNCTION]",
+        help="import MODULE (and call FUNCTION) first: a package that registers serdes with "
+        "LMCache's factory, so that a spec may name them (content not checked; may repeat)",
+    )  # fmt: skip
     return parser
 
 
@@ -258,7 +264,10 @@ def format_report(report: Report) -> str:
     """The summary a person reads: the store, the counts, the totals, the first problems."""
     head = report.header()
     store, counts = head["store"], head["counts"]
-    detected = " (detected from the objects' first bytes)" if store["serde_detected"] else ""
+    detected = ""
+    if store["serde_detected"]:
+        how = "not recognised in" if store["serde"] == catalogue.UNKNOWN.name else "detected from"
+        detected = f" ({how} the objects' first bytes)"
     lines = [
         f"{store['adapter']} store {shown(store['location'])}, serde {store['serde']}{detected}",
         f"{head['entries']} entries, {head['objects']} objects, {head['bytes']} bytes: "
@@ -266,10 +275,23 @@ def format_report(report: Report) -> str:
         f"{counts['partial']} partial chunks, {counts['problem']} problems, "
         f"{counts['gone']} gone while checked, {counts['in_flight']} writes in flight",
     ]
-    if not head["content_verifiable"]:
+    row = catalogue.SERDES.get(store["serde"])
+    if row is not None and row.origin and row.check is catalogue.Check.SIZE:
+        lines.append(
+            f"  unknown serde, content not checked: {store['serde']} comes from "
+            f"{shown(row.origin)} and lmckv knows nothing of its frames; only sizes were checked"
+        )
+    elif store["serde"] == catalogue.UNKNOWN.name:
+        lines.append(
+            "  unknown serde, content not checked: no frame of a serde lmckv knows was "
+            "recognised (raw and fp8 objects, and a serde without a row in lmckv's catalogue, "
+            "look alike); only sizes were checked. Name the serde: --serde or --l2-adapter"
+        )
+    elif not head["content_verifiable"]:
+        what = "frames' structure" if row and row.check is catalogue.Check.FRAME else "sizes"
         lines.append(
             f"  {store['serde']} objects carry no checksum: their content cannot be verified, "
-            "only their sizes (a changed byte goes unseen)"
+            f"only their {what} (a changed byte goes unseen)"
         )
     elif counts["verified"] == 0 and head["objects"] and _takes_key_file(store["serde"]):
         lines.append(f"  {store['serde']} tags not verified: give the key file (--key-file)")
@@ -326,8 +348,9 @@ def main(argv: list[str]) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     try:
+        load_all(args.serde_plugin)
         spec, chosen = store_spec(args), settings(args)
-    except (StoreSpecError, UsageError) as exc:
+    except (StoreSpecError, UsageError, PluginError) as exc:
         _say(exc)
         return EXIT_USAGE
     try:

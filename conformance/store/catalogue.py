@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from . import servers
+from . import checksum_frame, servers, tq01_frame
+from .checksum_frame import FINGERPRINT_BYTES, fingerprint
 from .framing import AESGCM_IV_BYTES, AESGCM_TAG_BYTES, AESGCM_VERSION, LMCKV_MAGIC
 from .locations import (
     Location,
@@ -54,6 +55,11 @@ class Check(Enum):
     TAG = "tag"
     #: The object is one LMCKV blob, verified by its own header and CRC.
     BLOB = "blob"
+    #: A hash of the payload and the chunk's fingerprint in a fixed header (a checksum frame).
+    HASH = "hash"
+    #: A frame whose structure is checked against its own header; its content cannot be
+    #: (a TQ01 frame: quantized, no checksum).
+    FRAME = "frame"
 
 
 #: Starts an empty store of an adapter in a folder, its servers stopped when the stack
@@ -135,6 +141,14 @@ class Serde:
     #: The rules of its frame and its tag, for a serde that has them.
     frame_rule: str = ""
     tag_rule: str = ""
+    #: Whether its frame carries the key's chunk fingerprint after the version byte (told
+    #: from another frame of the same version by it).
+    fingerprint: bool = False
+    #: Whether a read gives back other values than were stored (a cast, a quantizer).
+    lossy: bool = False
+    #: A serde no release registers: the plugin that does (``MODULE[:FUNCTION]``, the
+    #: ``--serde-plugin`` that registers it) or the pull request that adds it.
+    origin: str = ""
 
     @property
     def overhead(self) -> int:
@@ -144,7 +158,7 @@ class Serde:
     @property
     def verifiable(self) -> bool:
         """Whether a changed byte of the content can be seen (a tag or a CRC)."""
-        return self.check is not Check.SIZE
+        return self.check in (Check.TAG, Check.BLOB, Check.HASH)
 
     def payload_size(self, stored: int) -> int:
         """The bytes of an object of ``stored`` bytes that its layout sizes."""
@@ -163,9 +177,13 @@ class Serde:
             return f"frame version {seen}, expected {self.magic.hex()}"
         return None
 
-    def recognises(self, head: bytes, size: int) -> bool:
-        """Whether an object's first bytes say it is this serde's frame."""
-        return bool(self.magic) and self.frame_problem(head, size) is None
+    def recognises(self, head: bytes, size: int, chunk_hash: bytes) -> bool:
+        """Whether an object's first bytes (DETECT_BYTES of them) say it is this serde's
+        frame, for the key whose chunk hash is ``chunk_hash``."""
+        if not self.magic or self.frame_problem(head, size) is not None:
+            return False
+        at = len(self.magic)
+        return not self.fingerprint or head[at : at + FINGERPRINT_BYTES] == fingerprint(chunk_hash)
 
     def l2_object(self, master_key: Path | None = None, head_dim: int | None = None) -> Any:
         """The ``"serde"`` object of an ``--l2-adapter`` spec that selects it (None: no
@@ -237,7 +255,17 @@ VALKEY = Adapter("valkey", NameForm.STRING, startup_nodes_location, RedisSource,
 S3 = Adapter("s3", NameForm.STRING, s3_endpoint_location, S3Source, _s3, S3_SERVER, capacity=True)
 
 NONE = Serde("none", lmcache=False, faults=True)
-FP8 = Serde("fp8", cast="float8_e4m3fn", options={"fp8_dtype": "float8_e4m3fn"}, faults=True)
+FP8 = Serde(
+    "fp8", cast="float8_e4m3fn", options={"fp8_dtype": "float8_e4m3fn"}, faults=True, lossy=True
+)
+#: LMCache pull request #4558 (no release): the payload under a version, the chunk's
+#: fingerprint and an xxh3_64 hash. Before aesgcm: both frames start 0x01.
+CHECKSUM = Serde(
+    "checksum", Check.HASH, head=checksum_frame.HEAD_BYTES,
+    magic=bytes([checksum_frame.CHECKSUM_VERSION]), fingerprint=True, binds_key=True,
+    frame_rule=checksum_frame.FRAME_RULE, tag_rule=checksum_frame.HASH_RULE,
+    origin="LMCache pull request #4558",
+)  # fmt: skip
 AESGCM = Serde(
     "aesgcm", Check.TAG, head=1 + AESGCM_IV_BYTES, tail=AESGCM_TAG_BYTES,
     magic=bytes([AESGCM_VERSION]), key_file=True, faults=True, binds_key=True,
@@ -248,13 +276,24 @@ LMCKV = Serde("lmckv", Check.BLOB, magic=LMCKV_MAGIC, lmcache=False)
 K16V8 = Serde("asym_k16_v8", Check.BLOB, magic=LMCKV_MAGIC)
 K16V8_V_ONLY = Serde("asym_k16_v8_v_only", Check.BLOB, magic=LMCKV_MAGIC)
 #: Needs CUDA (its Triton kernels): no store of it is written on this machine.
-TURBOQUANT = Serde("turboquant", head_dim=True, checkable=False)
+TURBOQUANT = Serde("turboquant", head_dim=True, checkable=False, lossy=True)
+#: ``lmcache-turbo-quant-serde`` 0.1.0 (tqai 0.6): TQ01 frames, structure only.
+TQAI = Serde(
+    "tqai", Check.FRAME, magic=tq01_frame.MAGIC, head_dim=True, lossy=True,
+    frame_rule=tq01_frame.RULE, origin="lmcache_turbo_quant_serde:register",
+)  # fmt: skip
+#: What fsck calls a store whose frames no row recognises: raw, fp8, or a serde lmckv has no
+#: row for. Only sizes are checked.
+UNKNOWN = Serde("unknown", lmcache=False, checkable=False)
 
 ADAPTERS: dict[str, Adapter] = {a.name: a for a in (FS, FS_NATIVE, RESP, VALKEY, S3)}
 #: In the order fsck tries to recognise them (LMCKV blobs before a one-byte version).
 SERDES: dict[str, Serde] = {
-    s.name: s for s in (NONE, FP8, AESGCM, LMCKV, K16V8, K16V8_V_ONLY, TURBOQUANT)
+    s.name: s
+    for s in (NONE, FP8, CHECKSUM, AESGCM, LMCKV, K16V8, K16V8_V_ONLY, TQAI, TURBOQUANT, UNKNOWN)
 }
+#: The first bytes of an object fsck reads to recognise its serde.
+DETECT_BYTES = 32
 
 
 class UnknownName(KeyError):
@@ -302,15 +341,16 @@ def fault_serdes() -> list[Serde]:
     return [s for s in SERDES.values() if s.faults]
 
 
-def detect_serde(heads: list[tuple[bytes, int]]) -> Serde:
-    """The serde a sample of objects (their first bytes and sizes) was written with: the
-    first row that recognises every one of them, else ``none`` (raw and fp8 objects look
-    alike: only their sizes are checked)."""
-    sample = [(h, s) for h, s in heads if s > 0]
+def detect_serde(heads: list[tuple[bytes, int, bytes]]) -> Serde:
+    """The serde a sample of objects (their first DETECT_BYTES, sizes and chunk hashes) was
+    written with: the first row that recognises every one of them, else ``unknown`` (raw and
+    fp8 objects, and frames of a serde without a row, carry nothing to recognise: only their
+    sizes are checked)."""
+    sample = [(h, s, c) for h, s, c in heads if s > 0]
     for row in SERDES.values():
-        if sample and all(row.recognises(h, s) for h, s in sample):
+        if sample and all(row.recognises(h, s, c) for h, s, c in sample):
             return row
-    return NONE
+    return UNKNOWN
 
 
 def lmcache_extra_serdes(registered: list[str], measured: tuple[str, ...]) -> list[str]:

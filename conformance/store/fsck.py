@@ -35,7 +35,7 @@ from ...reference_impl.keys import ObjectKey
 from ...reference_impl.keys.kv_rank import split_kv_rank
 from ...reference_impl.kv_codec import CodecError
 from ...reference_impl.kv_codec.blob_file import TruncatedBlobError, verify_blob_file
-from . import catalogue
+from . import catalogue, checksum_frame, tq01_frame
 from .catalogue import Check
 from .framing import AesGcmKeys, aesgcm_tag_problem
 from .names import key_of
@@ -100,13 +100,17 @@ def _key_tuple(key: ObjectKey) -> tuple[str, int, int, str]:
     return (key.model_name, key.kv_rank, key.object_group_id, key.cache_salt or "")
 
 
-def _content(plan: Plan, source: Source, entry: Entry, base: Verdict) -> Verdict:
+def _content(plan: Plan, source: Source, entry: Entry, base: Verdict, chunk_hash: bytes) -> Verdict:
     """The verdict on an object's bytes under the plan's serde (its catalogue row)."""
     assert base.key is not None
     model, _, group, salt = base.key
     row = plan.row
     if row.check is Check.BLOB:
         return _blob(plan, source, entry, base, model)
+    if row.check is Check.FRAME:
+        return _tq01(plan, source, entry, base)
+    if row.check is Check.HASH:
+        return _checksum(plan, source, entry, base, chunk_hash)
     verify = row.check is Check.TAG and plan.keys is not None
     verify = verify and entry.size <= plan.max_object_bytes
     frame = b""
@@ -133,6 +137,43 @@ def _content(plan: Plan, source: Source, entry: Entry, base: Verdict) -> Verdict
             return base.problem(row.tag_rule, why)
         status = "verified"
     return Verdict(base.name, base.size, status, base.key)
+
+
+def _tq01(plan: Plan, source: Source, entry: Entry, base: Verdict) -> Verdict:
+    """STORE-TQ01-FRAME: the frame's structure against its own header (its content carries no
+    checksum: the object counts as size checked)."""
+    if entry.size > plan.max_object_bytes:  # not read: no server is asked for more
+        return Verdict(base.name, base.size, "size_checked", base.key)
+    with source.open(entry, entry.size) as f:
+        try:
+            tq01_frame.check(f.read, entry.size)
+        except tq01_frame.FrameError as exc:
+            return base.problem(tq01_frame.RULE, str(exc))
+    return Verdict(base.name, base.size, "size_checked", base.key)
+
+
+def _checksum(
+    plan: Plan, source: Source, entry: Entry, base: Verdict, chunk_hash: bytes
+) -> Verdict:
+    """STORE-CHECKSUM-*, then STORE-SIZE of the payload: the header and, for an object within
+    ``--max-object-bytes``, the payload's hash, read in pieces."""
+    model, _, group, _ = base.key or ("", 0, 0, "")
+    whole = entry.size <= plan.max_object_bytes
+    wanted = entry.size if whole else checksum_frame.HEAD_BYTES
+    with source.open(entry, wanted) as f:
+        if whole:
+            problem = checksum_frame.verify(f.read, entry.size, chunk_hash)
+        else:
+            problem = checksum_frame.head_problem(f.read(wanted), entry.size, chunk_hash)
+    if problem:
+        return base.problem(*problem)
+    rule = plan.size_rule((model, group))
+    payload = plan.row.payload_size(entry.size)
+    if rule is not None and (why := rule.problem(payload)):
+        return base.problem("STORE-SIZE", why)
+    if rule is not None and rule.is_partial(payload):
+        return Verdict(base.name, base.size, "partial", base.key)
+    return Verdict(base.name, base.size, "verified" if whole else "size_checked", base.key)
 
 
 def _blob(plan: Plan, source: Source, entry: Entry, base: Verdict, model: str) -> Verdict:
@@ -175,7 +216,7 @@ def judge(plan: Plan, source: Source, entry: Entry) -> Verdict:
     if entry.size == 0:
         return base.problem("STORE-EMPTY", "empty")
     try:
-        return _content(plan, source, entry, base)
+        return _content(plan, source, entry, base, key.chunk_hash)
     except ObjectGone:
         return Verdict(entry.name, entry.size, "gone", base.key)
     except StoreUnreachable:
@@ -337,18 +378,20 @@ class Settings:
 def _detect(spec: StoreSpec, source: Source) -> str:
     """The serde of the first objects (named as the adapter names objects: another tool's
     entry says nothing of LMCache's serde)."""
-    heads: list[tuple[bytes, int]] = []
+    heads: list[tuple[bytes, int, bytes]] = []
+    wanted = catalogue.DETECT_BYTES
     for page in source.pages():
         for entry in page:
             if entry.kind != "object" or entry.size == 0:
                 continue
-            if key_of(spec.row.form, entry.name, spec.key_prefix)[0] is None:
+            key = key_of(spec.row.form, entry.name, spec.key_prefix)[0]
+            if key is None:
                 continue
             with (
                 contextlib.suppress(ObjectGone, ObjectUnreadable, OSError),
-                source.open(entry, 8) as f,
+                source.open(entry, wanted) as f,
             ):
-                heads.append((f.read(8), entry.size))
+                heads.append((f.read(wanted), entry.size, key.chunk_hash))
             if len(heads) >= DETECT_SAMPLE:
                 return catalogue.detect_serde(heads).name
     return catalogue.detect_serde(heads).name
@@ -376,7 +419,7 @@ def _plan(spec: StoreSpec, source: Source, settings: Settings) -> tuple[Plan, bo
         keys = AesGcmKeys.from_file(serde_spec.master_key_path, serde_spec.aes_bits)
     sizes: dict[Group, SizeRule] = {}
     default = None
-    if row.check is not Check.BLOB:  # a blob records its own sizes
+    if row.check not in (Check.BLOB, Check.FRAME):  # these frames record their own sizes
         given = settings.object_bytes
         if None in given:
             default = SizeRule(given[None], settings.chunk_tokens, learned=False)

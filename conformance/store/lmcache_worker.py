@@ -36,6 +36,10 @@ does to an adapter's connections cannot reach another), from session ``start`` (
 on. It appends each object's line to OUT.jsonl as soon as it is known, and a line when the
 session is done, so that a worker that crashes or hangs has reported everything before. A
 read that raises is the outcome ``error`` with the exception's type and message.
+
+Before anything else it loads the serde plugins of ``LMCKV_SERDE_PLUGINS`` (comma-separated
+``MODULE[:FUNCTION]``, as lmckv's ``serde_plugins`` puts them there), so that a spec may name a
+serde a plugin registers with LMCache's factory.
 """
 
 from __future__ import annotations
@@ -175,6 +179,15 @@ def expected_read_bytes(obj: PlanObject, cast: str) -> bytes:
     if cast:
         data = data.to(getattr(torch, cast)).to(data.dtype)
     return tensor_bytes(data)
+
+
+def load_serde_plugins() -> None:
+    """Import each ``MODULE`` of ``LMCKV_SERDE_PLUGINS`` and call its ``FUNCTION``, if named."""
+    for text in filter(None, os.environ.get("LMCKV_SERDE_PLUGINS", "").split(",")):
+        module, _, function = text.strip().partition(":")
+        loaded = importlib.import_module(module)
+        if function:
+            getattr(loaded, function)()
 
 
 def build_manager(spec: str, shm_name: str = "") -> Any:
@@ -407,6 +420,7 @@ def main(argv: list[str]) -> int:
         print(f"usage: lmcache_worker {{{'|'.join(ROLES)}}} PLAN.json OUT", file=sys.stderr)
         return 2
     role, plan_path, out_path = argv
+    load_serde_plugins()
     ROLES[role](Plan.load(Path(plan_path)), Path(out_path))
     if role == "probe":  # every line is written; a manager that would not close is left
         os._exit(0)
