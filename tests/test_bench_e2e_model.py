@@ -141,3 +141,27 @@ def test_a_model_it_cannot_run_is_one_line_and_exit_2(
     )
     assert code == 2 and "the text gives 33 tokens" in err
     assert not list((tmp_path / "o").glob("*.jsonl"))  # nothing written for a refused model
+
+
+def test_a_lossy_plugin_serde_is_scored_through_the_model(
+    tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--serde-plugin``: a lossy serde a plugin registers (tests/lossy_serde_plugin.py) gets
+    the rows fp8 gets, kl, top-1 and perplexity change with their intervals and its bytes per
+    token, in both cache dtypes, measured through LMCache's factory."""
+    pytest.importorskip("lmcache.v1.distributed.serde")
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    monkeypatch.delenv("LMCKV_SERDE_PLUGINS", raising=False)
+    args = ["--model", str(tiny), "--context", "64", "--out", str(tmp_path)]
+    code, _, err = _run([*args, "--serde-plugin", "lossy_serde_plugin:register"], capsys)
+    assert code == 0, err
+    (path,) = tmp_path.glob("bench-*.jsonl")
+    rows = [r for r in load(path)[1] if r.get("serde") == "lmckv_test_mantissa"]
+    by = {(r["metric"], r["cache_dtype"]): r for r in rows}
+    for dtype in ("float16", "bfloat16"):
+        kl = by[("kl", dtype)]
+        assert kl["value"] > 0 and kl["ci_low"] <= kl["value"] <= kl["ci_high"]
+        assert by[("top1", dtype)]["value"] <= 1.0
+        assert by[("ppl_change", dtype)]["ci_low"] is not None
+        assert by[("l2_bytes_per_token", dtype)]["value"] == 2 * 2 * 2 * 16 * 2
+    assert not [r for r in load(path)[1] if r["kind"] == "skip" and "mantissa" in r["what"]]

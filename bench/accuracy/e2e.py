@@ -37,9 +37,11 @@ of each layer (``bench.accuracy.kvstats``) on the prefilled cache and on the syn
 matched
 to it. Per serde, scope and cache dtype: the bytes it stores in L2 per token
 (``l2_bytes_per_token``, ``bench.accuracy.l2_serdes``). Every other serde the installed LMCache
-registers (``aesgcm``, ``turboquant``, ...): each window's objects through its own factory's
-processor; bit-exact, its rows are those of the unchanged cache with ``exact``, else a skip row
-with what it did (``_registered_rows``). ``--full`` adds the serde variants at longer
+registers (``aesgcm``, ``turboquant``, a plugin's with ``--serde-plugin``, ...): each window's
+objects through its own factory's processor; bit-exact, its rows are those of the unchanged
+cache with ``exact``; lossy, the caches it gives back are scored as the variants are (kl, top-1,
+perplexity change with intervals, and its bytes); a serde that fails is a skip row with what it
+did (``_registered_rows``). ``--full`` adds the serde variants at longer
 contexts (``SWEEP``); every row carries its ``context`` and ``serde``.
 """
 
@@ -236,6 +238,9 @@ class _Run:
     def __init__(self, impl: CodecImpl, model: Any, ids: list[torch.Tensor], context: int) -> None:
         self.impl, self.model, self.context = impl, model, context
         self.windows = [_Window(model, w, context) for w in ids]
+        #: Variants whose caches were made elsewhere (a registered serde's round trips), one
+        #: per window.
+        self.fixed: dict[Variant, list[list[tuple[torch.Tensor, torch.Tensor]]]] = {}
         layer_amax = [[float(v.abs().max()) for _, v in w.kv] for w in self.windows]
         # EXTERNAL_CALIBRATED: |V|'s max over the other windows at the same layer
         self.calib_amax = [
@@ -247,6 +252,8 @@ class _Run:
         ]
 
     def _cache(self, w: int, variant: Variant) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        if variant in self.fixed:
+            return self.fixed[variant][w]
         window = self.windows[w]
         out = []
         for layer, (k, v) in enumerate(window.kv):
@@ -392,19 +399,28 @@ def _exact_row(
     }
 
 
-def _registered_rows(model: str, context: int, run: _Run) -> Iterator[dict[str, Any]]:
-    """Every serde the installed LMCache registers, but ``fp8`` (scored through the model):
-    each window's LMCache objects (``lmcache_serdes.object_chunks``) through the processor
-    its factory builds, in each cache dtype, one window at a time (a window's objects are
-    the whole cache once more). Bit-exact in every window and dtype: kl 0, top-1 1,
-    perplexity change 0 with ``exact`` (checked, not estimated) and the bytes it wrote for
-    the first window per token; else one skip row saying what it did. A serde of lmckv's
-    catalogue that LMCache builds by name, which the release does not register and this
-    measurement does not score itself, is a skip row saying so."""
+#: Scores variants whose caches are fixed (``_Run.fixed``) against their references.
+Scorer = Callable[[list[Variant]], dict[Variant, _Scores]]
+
+
+def _registered_rows(
+    model: str, context: int, run: _Run, score: Scorer | None = None
+) -> Iterator[dict[str, Any]]:
+    """Every serde the installed LMCache registers (a plugin's too), but ``fp8`` (scored
+    through the model apart): each window's LMCache objects (``lmcache_serdes.object_chunks``)
+    through the processor its factory builds, in each cache dtype, one window at a time (a
+    window's objects are the whole cache once more). Bit-exact in every window and dtype: kl
+    0, top-1 1, perplexity change 0 with ``exact`` (checked, not estimated) and the bytes it
+    wrote for the first window per token. Lossy: the caches it gave back are scored through
+    the model (``score``) as any variant is, kl, top-1 and perplexity change with their
+    intervals, and its bytes; a skip row where no model runs (``score`` None). A serde that
+    fails: one skip row saying what it did. A serde of lmckv's catalogue that LMCache builds
+    by name, which the release does not register and this measurement does not score itself,
+    is a skip row saying where it comes from."""
     names, _ = lmcache_serdes.registered()
     for serde in catalogue.lmcache_extra_serdes(names, l2_serdes.SERDES):
         row = catalogue.serde(serde)
-        origin = f" ({row.origin}: --serde-plugin loads a plugin)" if row.origin else ""
+        origin = f": {row.origin}" if row.origin else ""
         reason = f"{lmcache_serdes.installed_release()} does not register it{origin}"
         yield {"kind": "skip", "what": f"e2e serde {serde}", "reason": reason, "serde": serde}
     head_dim = int(run.windows[0].kv[0][0].shape[-1])
@@ -414,7 +430,11 @@ def _registered_rows(model: str, context: int, run: _Run) -> Iterator[dict[str, 
         rows: list[dict[str, Any]] = []
         try:
             for name, dtype in CACHE_DTYPES.items():
-                written = _lossless_bytes(config, run, name, dtype)
+                written, caches, exact = _roundtrip_caches(config, run, name, dtype)
+                if not exact:
+                    rows += _lossy_rows(model, context, run, score, serde, name, caches)
+                    rows.append(_bytes_row(model, context, name, serde, written))
+                    continue
                 rows += [
                     _exact_row(model, context, name, serde, "kl", 0.0, windows),
                     _exact_row(model, context, name, serde, "top1", 1.0, windows),
@@ -429,25 +449,50 @@ def _registered_rows(model: str, context: int, run: _Run) -> Iterator[dict[str, 
         yield from rows
 
 
-def _lossless_bytes(config: dict[str, Any], run: _Run, name: str, dtype: torch.dtype) -> int:
-    """The bytes the serde wrote for the first window's objects in ``dtype``, after checking
-    every window's round trip bit-exact; ``SerdeFailed`` (its message names the dtype) when
-    it fails or changes a bit."""
-    written = 0
+Cache = list[tuple[torch.Tensor, torch.Tensor]]
+
+
+def _roundtrip_caches(
+    config: dict[str, Any], run: _Run, name: str, dtype: torch.dtype
+) -> tuple[int, list[Cache], bool]:
+    """(the bytes the serde wrote for the first window's objects in ``dtype``, each window's
+    cache as it gives it back, whether every bit came back); ``SerdeFailed`` (its message
+    names the dtype) when it fails."""
+    written, caches, exact = 0, [], True
     for index, window in enumerate(run.windows):
         objects = lmcache_serdes.object_chunks(window.kv, dtype)
         try:
             trips = lmcache_serdes.roundtrip(config, objects)
         except SerdeFailed as exc:
             raise SerdeFailed(f"{name} cache: {exc}") from exc
-        if not all(_same_bits(o, t.back) for o, t in zip(objects, trips, strict=True)):
-            raise SerdeFailed(
-                f"{name} cache: its round trip changes the cache (lossy); lmckv scores a "
-                "lossy serde through the model only for fp8"
-            )
+        exact = exact and all(_same_bits(o, t.back) for o, t in zip(objects, trips, strict=True))
+        heads, head_dim = window.kv[0][0].shape[1], window.kv[0][0].shape[3]
+        caches.append(lmcache_serdes.layer_caches([t.back for t in trips], heads, head_dim))
         if index == 0:
             written = sum(t.written for t in trips)
-    return written
+    return written, caches, exact
+
+
+def _lossy_rows(
+    model: str, context: int, run: _Run, score: Scorer | None, serde: str, name: str,
+    caches: list[Cache],
+) -> list[dict[str, Any]]:  # fmt: skip
+    """kl, top-1 and perplexity change of a lossy serde's caches in cache dtype ``name``;
+    ``SerdeFailed`` where no model runs to score them."""
+    if score is None:
+        raise SerdeFailed(f"{name} cache: lossy; its caches are scored where a model runs")
+    # No format of lmckv's: the serde's own (fmt "none", scope NO_SCALE, its name as serde).
+    variant = Variant(l2_serdes.NO_SCALE, "none", name, serde=serde)
+    run.fixed[variant] = caches
+    scores = score([variant.reference, variant])
+    return [r for r in _rows(model, context, scores) if r["serde"] == serde]
+
+
+def _bytes_row(model: str, context: int, name: str, serde: str, written: int) -> dict[str, Any]:
+    """A lossy serde's bytes in L2 per token (measured, as the exact rows')."""
+    row = _exact_row(model, context, name, serde, "l2_bytes_per_token", written / context, 1)
+    row.update(scope=l2_serdes.NO_SCALE, exact=False)
+    return row
 
 
 def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -540,7 +585,9 @@ def evaluate(
             run.windows[0],
             references + [v for v in main if v.serde is not None],
         )
-        yield from _registered_rows(name, plan.context, run)
+        yield from _registered_rows(
+            name, plan.context, run, lambda variants: run.score(variants, pbar)
+        )
         e4m3 = sorted(
             (v for v in main if v.serde == l2_serdes.K16V8 and v.dtype == "float16"),
             key=lambda v: statistics.fmean(scores[v].kl),

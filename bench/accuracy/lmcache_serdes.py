@@ -143,6 +143,19 @@ def roundtrip(serde: dict[str, Any], objects: list[torch.Tensor]) -> list[RoundT
         return lmcache_serde_calls.roundtrip(concrete["serde"], objects)
 
 
+def layer_caches(
+    chunks: list[torch.Tensor], heads: int, head_dim: int
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The per-layer K and V (``[1, heads, T, d]`` float32) of a cache's objects read back:
+    the inverse of ``object_chunks``."""
+    whole = torch.cat(chunks, dim=2).to(torch.float32)
+
+    def unrows(t: torch.Tensor) -> torch.Tensor:
+        return t.reshape(t.shape[0], heads, head_dim).transpose(0, 1).unsqueeze(0).contiguous()
+
+    return [(unrows(whole[0, layer]), unrows(whole[1, layer])) for layer in range(whole.shape[1])]
+
+
 def object_chunks(
     kv: list[tuple[torch.Tensor, torch.Tensor]], dtype: torch.dtype
 ) -> list[torch.Tensor]:

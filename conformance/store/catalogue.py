@@ -146,8 +146,8 @@ class Serde:
     fingerprint: bool = False
     #: Whether a read gives back other values than were stored (a cast, a quantizer).
     lossy: bool = False
-    #: A serde no release registers: the plugin that does (``MODULE[:FUNCTION]``, the
-    #: ``--serde-plugin`` that registers it) or the pull request that adds it.
+    #: A serde no release registers: where it comes from, in words an operator acts on (the
+    #: plugin and the ``--serde-plugin`` that registers it, or the pull request that adds it).
     origin: str = ""
 
     @property
@@ -264,7 +264,7 @@ CHECKSUM = Serde(
     "checksum", Check.HASH, head=checksum_frame.HEAD_BYTES,
     magic=bytes([checksum_frame.CHECKSUM_VERSION]), fingerprint=True, binds_key=True,
     frame_rule=checksum_frame.FRAME_RULE, tag_rule=checksum_frame.HASH_RULE,
-    origin="LMCache pull request #4558",
+    origin="LMCache pull request #4558, in no release",
 )  # fmt: skip
 AESGCM = Serde(
     "aesgcm", Check.TAG, head=1 + AESGCM_IV_BYTES, tail=AESGCM_TAG_BYTES,
@@ -280,7 +280,9 @@ TURBOQUANT = Serde("turboquant", head_dim=True, checkable=False, lossy=True)
 #: ``lmcache-turbo-quant-serde`` 0.1.0 (tqai 0.6): TQ01 frames, structure only.
 TQAI = Serde(
     "tqai", Check.FRAME, magic=tq01_frame.MAGIC, head_dim=True, lossy=True,
-    frame_rule=tq01_frame.RULE, origin="lmcache_turbo_quant_serde:register",
+    frame_rule=tq01_frame.RULE,
+    origin="the plugin lmcache-turbo-quant-serde "
+    "(--serde-plugin lmcache_turbo_quant_serde:register)",
 )  # fmt: skip
 #: What fsck calls a store whose frames no row recognises: raw, fp8, or a serde lmckv has no
 #: row for. Only sizes are checked.

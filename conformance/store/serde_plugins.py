@@ -81,7 +81,7 @@ def load(plugin: Plugin) -> list[str]:
     for name in added:
         if name not in catalogue.SERDES:
             catalogue.register_serde(
-                catalogue.Serde(name, checkable=True, lossy=True, origin=str(plugin))
+                catalogue.Serde(name, checkable=True, lossy=True, origin=f"the plugin {plugin}")
             )
     return added
 
