@@ -10,6 +10,7 @@ from pathlib import Path
 
 from lmckv.base.resources import package_path
 
+from ..conformance.store.serde_plugins import PluginError, load_all
 from .adapter_section import adapter_section
 from .bench_section import accuracy_section, comparison_section, throughput_section
 from .conformance_section import interop_section, matrix_section
@@ -105,10 +106,20 @@ def main(argv: list[str]) -> int:
         default=[],
         help="an `lmckv fsck --json` report (the stores section); may repeat",
     )
+    parser.add_argument(
+        "--serde-plugin", action="append", default=[], metavar="MODULE[:FUNCTION]",
+        help="import MODULE (and call FUNCTION) first: a package that registers serdes with "
+        "LMCache's factory, so that the table's pasted specs naming them build (may repeat)",
+    )  # fmt: skip
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
+    try:
+        load_all(args.serde_plugin)
+    except PluginError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     try:
         inputs = load_inputs(args.results, args.baseline)
     except ReportInputError as exc:

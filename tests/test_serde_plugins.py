@@ -129,3 +129,30 @@ def test_the_end_to_end_table_gives_the_plugin_a_row(tmp_path: Path) -> None:
     table = serde_table(e2e, pd.DataFrame(), serde_skips(pd.DataFrame([row])))
     shown = table[table["serde"] == catalogue.TQAI.name]
     assert len(shown) == 1 and "TypeError" in shown.iloc[0]["skipped"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["fsck", "/nonexistent-store"],
+        ["bench", "e2e", "--model", "/nonexistent", "--out", "/nonexistent"],
+        ["report", "/nonexistent.jsonl", "--out", "/nonexistent"],
+    ],
+)
+@pytest.mark.parametrize(
+    ("plugin", "said"),
+    [
+        ("not a name", "expected MODULE[:FUNCTION]"),
+        ("lmckv_no_such_plugin:go", "ModuleNotFoundError"),
+    ],
+)
+def test_every_command_takes_a_plugin_and_refuses_one_it_cannot_load(
+    command: list[str], plugin: str, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """fsck, bench e2e and report load ``--serde-plugin`` before anything else; one that
+    cannot be loaded is one line on standard error and exit 2."""
+    from lmckv import cli
+
+    assert cli.main([*command, "--serde-plugin", plugin]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and said in err[0] and "Traceback" not in err[0]
