@@ -121,6 +121,7 @@ def own_roundtrip(
 
 
 def lmcache_calls(spec: dict[str, Any]) -> Observation:
+    """One object through the release's processor, as its L2 wrapper calls it."""
     try:
         trip = roundtrip(spec, [sample()])[0]
     except SerdeFailed as exc:
@@ -195,12 +196,12 @@ def _damaged(frame: bytes) -> list[tuple[str, bytes]]:
 def _damage_child(spec: dict[str, Any]) -> dict[str, Any]:
     """In the child: the outcome of each damaged frame, counted by kind (``counts``), and the
     faults whose frames were served (``served``)."""
-    processor = build_processor(spec)
     counts: dict[str, int] = {}
     try:
         frame, _, _ = own_roundtrip(spec)
-    except Exception as exc:
+    except Exception as exc:  # a serde's failure, whatever it is
         return {"counts": {f"own calls fail: {first_line(exc)}": 1}, "served": []}
+    processor = build_processor(spec)
     des = processor._deserializer
     served: list[str] = []
     for fault, data in _damaged(frame):
