@@ -33,7 +33,7 @@ from typing import Any
 
 from lmckv.base.untrusted_text import bare, shown
 
-from ..store import catalogue
+from ..store import catalogue, fsck_metrics
 from ..store.framing import KeyFileError
 from ..store.fsck import Report, Settings, check_store, close_sources, default_jobs
 from ..store.locations import StoreSpecError
@@ -117,6 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--jobs", type=int, default=None, metavar="N", help="worker processes")
     parser.add_argument("--scheduler", metavar="ADDRESS", help="a Dask scheduler's address")
     parser.add_argument("--json", metavar="PATH", help="write the report as JSON ('-': stdout)")
+    parser.add_argument(
+        "--metrics", type=Path, metavar="FILE",
+        help="write the run's counts as a Prometheus text file (node_exporter's textfile "
+        "collector), atomically",
+    )  # fmt: skip
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument(
         "--serde-plugin", action="append", default=[], metavar="MODULE[:FUNCTION]",
@@ -358,6 +363,15 @@ def _run(args: argparse.Namespace) -> int:
     except OSError as exc:
         _say(f"cannot write the report to {args.json}: {exc.strerror or exc}")
         return EXIT_USAGE
+    try:
+        if args.metrics is not None:
+            fsck_metrics.check_writable(args.metrics)
+    except fsck_metrics.MetricsPathError as exc:
+        if out is not None:
+            out.discard()
+        _say(exc)
+        return EXIT_USAGE
+    started = time.monotonic()
     with contextlib.ExitStack() as stack:
         if out is not None:
             stack.callback(out.discard)
@@ -377,6 +391,8 @@ def _run(args: argparse.Namespace) -> int:
             close_sources()
         stack.callback(report.close)
         try:
+            if args.metrics is not None:
+                fsck_metrics.write(report, args.metrics, time.monotonic() - started, time.time())
             if args.json == "-":
                 report.write_json(sys.stdout)
             else:
