@@ -173,6 +173,10 @@ def test_rows_agree_with_the_frames_they_describe() -> None:
     assert catalogue.detect_serde([(b"TQ01\x01\x04" + bytes(26), 100, chunk)]).name == "tqai"
     # Nothing recognised: "unknown", never "none" (a raw object looks like any other).
     assert catalogue.detect_serde([(b"\x00" * 32, 100, chunk)]) is catalogue.UNKNOWN
+    # Most of the sample decides: one damaged frame does not, a minority of frames does not.
+    frame, junk = (b"\x01" + bytes(31), 100, chunk), (b"\x07" * 32, 100, chunk)
+    assert catalogue.detect_serde([frame, frame, junk]) is aesgcm
+    assert catalogue.detect_serde([frame, junk, junk]) is catalogue.UNKNOWN
     assert catalogue.FP8.cast == "float8_e4m3fn" and not catalogue.FP8.verifiable
     with pytest.raises(ValueError, match="already"):
         catalogue.register_serde(catalogue.FP8)
