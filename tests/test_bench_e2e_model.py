@@ -8,6 +8,8 @@ import importlib
 import json
 import os
 import string
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -143,20 +145,22 @@ def test_a_model_it_cannot_run_is_one_line_and_exit_2(
     assert not list((tmp_path / "o").glob("*.jsonl"))  # nothing written for a refused model
 
 
-def test_a_lossy_plugin_serde_is_scored_through_the_model(
-    tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_lossy_plugin_serde_is_scored_through_the_model(tiny: Path, tmp_path: Path) -> None:
     """``--serde-plugin``: a lossy serde a plugin registers (tests/lossy_serde_plugin.py) gets
     the rows fp8 gets, kl, top-1 and perplexity change with their intervals and its bytes per
-    token, in both cache dtypes, measured through LMCache's factory."""
+    token, in both cache dtypes, measured through LMCache's factory. Run as a command of its
+    own: the plugin's registration stays in that process."""
     pytest.importorskip("lmcache.v1.distributed.serde")
-    monkeypatch.syspath_prepend(str(Path(__file__).parent))
-    monkeypatch.delenv("LMCKV_SERDE_PLUGINS", raising=False)
-    args = ["--model", str(tiny), "--context", "64", "--out", str(tmp_path)]
-    code, _, err = _run([*args, "--serde-plugin", "lossy_serde_plugin:register"], capsys)
-    assert code == 0, err
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "LMCKV_SERDE_PLUGINS": ""}
+    argv = [
+        sys.executable, "-m", "lmckv", "bench", "e2e", "--model", str(tiny), "--context", "64",
+        "--out", str(tmp_path), "--no-progress", "--serde-plugin", "lossy_serde_plugin:register",
+    ]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
     (path,) = tmp_path.glob("bench-*.jsonl")
-    rows = [r for r in load(path)[1] if r.get("serde") == "lmckv_test_mantissa"]
+    records = load(path)[1]
+    rows = [r for r in records if r.get("serde") == "lmckv_test_mantissa"]
     by = {(r["metric"], r["cache_dtype"]): r for r in rows}
     for dtype in ("float16", "bfloat16"):
         kl = by[("kl", dtype)]
@@ -164,4 +168,4 @@ def test_a_lossy_plugin_serde_is_scored_through_the_model(
         assert by[("top1", dtype)]["value"] <= 1.0
         assert by[("ppl_change", dtype)]["ci_low"] is not None
         assert by[("l2_bytes_per_token", dtype)]["value"] == 2 * 2 * 2 * 16 * 2
-    assert not [r for r in load(path)[1] if r["kind"] == "skip" and "mantissa" in r["what"]]
+    assert not [r for r in records if r["kind"] == "skip" and "mantissa" in r["what"]]
