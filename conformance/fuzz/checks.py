@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import time
 import tracemalloc
@@ -61,12 +60,18 @@ class Checker:
         self.limits = limits
         self.count = 0
         self.max_alloc_ratio = 0.0
-        # One unmeasured run on every seed: what a decoder loads or compiles once (a module, a
-        # service model, a numba kernel's signature) is not an input's allocation.
-        for seed in target.seeds():
-            with contextlib.suppress(Exception):
-                target.run(seed)
+        # One unmeasured run on every seed, each within the time bound: what a decoder loads or
+        # compiles once (a module, a service model, a numba kernel's signature) is not an
+        # input's allocation.
         signal.signal(signal.SIGALRM, _on_alarm)
+        for seed in target.seeds():
+            signal.setitimer(signal.ITIMER_REAL, self.limits.seconds_per_input)
+            try:
+                target.run(seed)
+            except (Exception, InputTimeout):
+                pass
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
 
     def _peak_again(self, data: bytes) -> int:
         """The allocation peak of one more run of ``data`` (within the time bound)."""
