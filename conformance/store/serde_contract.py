@@ -153,22 +153,13 @@ def own_calls(row: catalogue.Serde, spec: dict[str, Any]) -> list[Observation]:
 def damaged_frames(spec: dict[str, Any]) -> Observation:
     """Every damaged frame through the deserializer in a child process (this module run as a
     script), bounded in memory and time."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    argv = [sys.executable, "-m", MODULE, "damage", json.dumps(spec)]
     try:
-        done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=DAMAGE_TIMEOUT_S, env=env,
-            preexec_fn=_limit_memory, start_new_session=True,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:
-        return Observation("damaged-frames", False, f"hang: over {DAMAGE_TIMEOUT_S:.0f} s")
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
-    if done.returncode != 0 or not lines:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return Observation(
-            "damaged-frames", False, f"the process died (exit {done.returncode}): {tail[:300]}"
+        text = _run_self(
+            ["damage", json.dumps(spec)], dict(os.environ), DAMAGE_TIMEOUT_S, _limit_memory
         )
-    result = json.loads(lines[-1])
+    except RuntimeError as exc:  # a hang, or a process that died
+        return Observation("damaged-frames", False, str(exc))
+    result = json.loads(text)
     counts: dict[str, int] = result["counts"]
     bad = [k for k in counts if k.startswith(("memory", "own calls fail"))]
     seen = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
@@ -293,13 +284,19 @@ MODULE = f"{__package__}.serde_contract"
 OBSERVE_TIMEOUT_S = 600.0
 
 
-def _run_self(args: list[str], env: dict[str, str], timeout: float) -> str:
+def _run_self(
+    args: list[str],
+    env: dict[str, str],
+    timeout: float,
+    limit: Callable[[], None] | None = None,
+) -> str:
     """This module's command ``args`` in a fresh process (its own session, killed whole on
-    timeout); its last line of JSON. RuntimeError with the process's last words otherwise."""
+    timeout; ``limit`` run in it first, a resource limit); its last line of JSON.
+    RuntimeError with the process's last words otherwise."""
     argv = [sys.executable, "-m", MODULE, *args]
     with subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-        start_new_session=True,
+        start_new_session=True, preexec_fn=limit,
     ) as proc:  # fmt: skip
         try:
             out, err = proc.communicate(timeout=timeout)
