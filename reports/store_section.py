@@ -120,6 +120,21 @@ def _summary(doc: dict[str, Any]) -> str:
         f"verified, {counts['size_checked']} size checked, {counts['partial']} partial "
         f"chunks{unverifiable}."
         + (f" Incomplete: {doc['incomplete']}." if doc["incomplete"] else "")
+        + _repaired(doc)
+    )
+
+
+def _repaired(doc: dict[str, Any]) -> str:
+    """What ``--repair`` did, in one sentence ("" when it was not asked)."""
+    repair = doc.get("repair")
+    if repair is None:
+        return ""
+    n = repair["outcomes"]
+    where = f" to {repair['quarantine']}" if repair["quarantine"] else ""
+    return (
+        f" Repaired: {n['removed']} removed, {n['quarantined']} quarantined{where}, "
+        f"{n['changed']} rewritten since judged and left, {n['gone']} gone, {n['failed']} "
+        f"failed; {repair['uncorrected']} problems left in the store."
     )
 
 
@@ -135,12 +150,18 @@ def store_section(paths: list[Path], out: Output) -> Section:
         totals = pd.DataFrame(doc["totals"])
         out.csv(totals, f"store_{i}_totals.csv")
         rules = pd.DataFrame(sorted(doc["problems_by_rule"].items()), columns=["rule", "objects"])
-        shown = pd.DataFrame(doc["problems"], columns=["name", "rule", "message", "size"])
+        repaired = doc.get("repair") is not None
+        listed = ["name", "rule", "message", "size"] + (["repair"] if repaired else [])
+        shown = pd.DataFrame(doc["problems"], columns=listed)
         body += paragraph(_summary(doc))
         if len(rules):
+            if repaired:
+                by_rule = doc["repair"]["repaired_by_rule"]
+                rules["repaired"] = [by_rule.get(rule, 0) for rule in rules["rule"]]
             body += table(rules) + table(shown, wrap_columns=frozenset({"name", "message"}))
         columns = ["model_name", "kv_rank", "object_group_id", "cache_salt", "objects", "bytes"]
         columns += ["verified", "size_checked", "partial", "problems", "gone"]
+        columns += ["repaired"] if repaired and "repaired" in totals else []
         if len(totals):
             body += table(totals[columns], wrap_columns=frozenset({"model_name", "cache_salt"}))
     return Section(SECTION_ID, TITLE, body)

@@ -23,7 +23,7 @@ from upstream_required import upstream_missing, upstream_required
 
 from lmckv import cli
 from lmckv.base.schemas import validate
-from lmckv.conformance.store import fsck, writers
+from lmckv.conformance.store import fsck, pace, writers
 from lmckv.conformance.store.spec import from_target
 from lmckv.reference_impl.keys import ObjectKey, object_key_to_filename
 from lmckv.reference_impl.kv_codec import (
@@ -328,12 +328,14 @@ def test_json_to_stdout_and_the_progress_bar(
     assert document["counts"]["verified"] == len(FULL)
     from lmckv.conformance.operator import fsck_command
 
+    paced = pace.Rates(200e6)
     for show in (True, False):  # tqdm's bar (the bench extra), or nothing
-        update, done = fsck_command._progress(show)
+        update, done = fsck_command._progress(show, paced)
         assert (update is not None) == show
         if update is not None:
             update(2)
         done()
+    assert "paced to 200 MB/s" in capsys.readouterr().err  # the bar names the pace
 
 
 def test_without_lmcache_the_reference_writes_full_blobs_only(

@@ -70,3 +70,23 @@ def test_a_metrics_file_that_cannot_be_written_is_exit_2_before_the_check(
         err = capsys.readouterr()
         assert status == 2 and err.out == ""  # nothing checked, nothing printed
         assert len(err.err.strip().splitlines()) == 1 and "--metrics" in err.err
+
+
+def test_the_metrics_of_a_repair_say_what_was_repaired(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    paths = write_store(root, [os.urandom(FULL) for _ in range(8)])
+    damage(paths, root, FULL)  # cut, emptied, flipped (unseen), renamed, foreign
+    metrics, report = tmp_path / "fsck.prom", tmp_path / "fsck.json"
+    status = cli.main([
+        "fsck", str(root), "--serde", "none", "--chunk-tokens", str(TOKENS), "--no-progress",
+        "--jobs", "1", "--repair", "--json", str(report), "--metrics", str(metrics),
+    ])  # fmt: skip
+    assert status == 4  # the renamed and the foreign entry are left
+    doc, got = json.loads(report.read_text()), _metrics(metrics)
+    assert doc["repair"]["outcomes"]["removed"] == 2 and doc["repair"]["outcomes"]["left"] == 2
+    for outcome, count in doc["repair"]["outcomes"].items():
+        assert got[("lmckv_fsck_repairs", (("outcome", outcome),))] == count
+    repaired = {dict(k[1])["rule"]: v for k, v in got.items() if k[0] == "lmckv_fsck_repaired"}
+    assert repaired == {"STORE-SIZE": 1, "STORE-EMPTY": 1}
+    assert got[("lmckv_fsck_uncorrected", ())] == 2
+    assert got[("lmckv_fsck_read_bytes", ())] == doc["read_bytes"] > 0

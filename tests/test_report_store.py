@@ -37,6 +37,21 @@ def test_the_section_shows_the_store_its_problems_and_totals(tmp_path: Path) -> 
     assert (tmp_path / "report" / "store_0_totals.csv").is_file()
 
 
+def test_the_section_shows_what_a_repair_did(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    root.mkdir()
+    for i in range(4):
+        key = ObjectKey(bytes([i]), "org/model", 0, 0, "")
+        (root / object_key_to_filename(key)).write_bytes(os.urandom(4096 if i else 100))
+    out = tmp_path / "fsck.json"
+    argv = ["fsck", str(root), "--serde", "none", "--repair", "--json", str(out), "--no-progress"]
+    assert cli.main(argv) == 1  # the one damaged object removed: all corrected
+    section = store_section([out], Output(tmp_path / "report"))
+    assert "Repaired: 1 removed, 0 quarantined" in section.body
+    assert "0 problems left in the store" in section.body
+    assert ">removed<" in section.body  # the problem's row says how its repair ended
+
+
 def test_no_store_is_a_note_and_a_bad_file_is_refused(tmp_path: Path) -> None:
     assert "no store checked" in store_section([], Output(tmp_path / "r")).body
     bad = tmp_path / "bad.json"

@@ -105,6 +105,14 @@ def fsck(spec: str, out: Path) -> tuple[int, dict[str, Any]]:
     return status, doc
 
 
+def fsck_repair(spec: str, out: Path) -> tuple[int, dict[str, Any]]:
+    argv = ["fsck", "--l2-adapter", spec, "--repair", "--json", str(out), "--no-progress"]
+    status = cli.main(argv)
+    doc = json.loads(out.read_text())
+    validate(doc, "fsck")
+    return status, doc
+
+
 def totals_of(plan: list[PlannedObject], serde: str) -> dict[tuple[Any, ...], tuple[int, int]]:
     """(objects, bytes) per model, kv_rank, object group and cache_salt."""
     totals: dict[tuple[Any, ...], tuple[int, int]] = {}
@@ -244,3 +252,34 @@ def test_a_store_lmcache_writes_is_what_fsck_checks(adapter: str, tmp_path: Path
             assert {p["name"]: p["rule"] for p in doc["problems"]} == want, serde
             if serde != "aesgcm":  # the flipped object passes as size-checked
                 assert doc["counts"]["size_checked"] == len(PLAN) - 1 - 4 + 1
+        # Repaired: exactly the damaged objects LMCache would read are removed, the rest is
+        # left byte for byte, and LMCache serves every healthy object and misses the removed.
+        removed_names: list[set[str]] = []
+        for serde, spec, store in zip(SERDES, stores.specs, stores.stores, strict=True):
+            left = {FOREIGN, RENAMED_NAME.get(adapter, RENAMED_KEY)}
+            before = {n: store.get(n) for n in store.sizes()}
+            status, doc = fsck_repair(spec, tmp_path / f"{serde}-repair.json")
+            assert status == 4, (serde, doc["problems"])  # the foreign and renamed are left
+            removed = {p["name"] for p in doc["problems"] if p["repair"] == "removed"}
+            assert removed == {p["name"] for p in doc["problems"]} - left, serde
+            assert {n: store.get(n) for n in store.sizes()} == {
+                n: data for n, data in before.items() if n not in removed
+            }, serde
+            status, doc = fsck(spec, tmp_path / f"{serde}-repaired.json")
+            assert {p["name"] for p in doc["problems"]} == left, serde
+            assert {p["rule"] for p in doc["problems"]} == {"STORE-FOREIGN", "STORE-NAME"}
+            removed_names.append(removed)
+        reads = read_back_stores(stores.specs, readable)
+        by_name = dict(zip((o.key() for o in PLAN), names, strict=True))
+        for serde, read, removed in zip(SERDES, reads, removed_names, strict=True):
+            seen = {by_name[r.obj.key()]: (r.hit, r.exact) for r in read}
+            want_seen = {}
+            for o in readable:
+                n = by_name[o.key()]
+                if n in removed or n == names[RENAMED]:
+                    want_seen[n] = (False, False)  # a miss: LMCache computes it again
+                elif n == names[FLIPPED]:  # raw, fp8: no checksum, the changed byte is served
+                    want_seen[n] = (True, False)
+                else:
+                    want_seen[n] = (True, True)
+            assert seen == want_seen, serde

@@ -6,14 +6,28 @@ Redis or in S3.
     lmckv fsck redis://127.0.0.1:6379/0            # a resp store
     lmckv fsck s3://bucket --endpoint http://127.0.0.1:9000
 
+    lmckv fsck /data/l2 --serde fp8 --repair --quarantine /data/l2-quarantine --max-rate 200M
+
 Prints what the store holds (totals per model, kv_rank, object group and cache_salt) and every
 problem with its rule; ``--json PATH`` writes the report (schema ``fsck``; ``-`` for standard
-output). Exit status: 0 no problem, 1 any problem, 2 usage, a store that cannot be listed or an
-output that cannot be written (found out before the check where it can be: the report goes to
-a temporary file beside PATH, renamed over it at the end), 130 interrupted (Ctrl-C), 143
-terminated (SIGTERM); each of these in one line on standard error, every worker stopped.
-The checking lives in ``lmckv.conformance.store``; this module parses, shows progress and
-prints.
+output). ``--repair`` removes the objects proven damaged that LMCache would serve (a file
+store's ``--quarantine DIR`` keeps them there), each only if it is still the bytes judged
+(SPEC.md "Repairing a store"); ``--max-rate`` and ``--max-objects-rate`` pace the reads.
+
+Exit status, in e2fsck's spirit:
+
+- 0: no problem;
+- 1: problems found; with ``--repair``, every one of them corrected (removed, quarantined, or
+  rewritten or removed by a writer since it was judged): the store serves none of them;
+- 4: with ``--repair``, problems left in the store (entries that are no object of the store,
+  objects that cannot be read, a removal that failed);
+- 2: usage, a store that cannot be listed, a repair that proves nothing (a serde lmckv does not
+  know), or an output that cannot be written (found out before the check where it can be:
+  the report goes to a temporary file beside PATH, renamed over it at the end);
+- 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
+
+Each error is one line on standard error, every worker stopped. The checking lives in
+``lmckv.conformance.store``; this module parses, shows progress and prints.
 """
 
 from __future__ import annotations
@@ -33,16 +47,26 @@ from typing import Any
 
 from lmckv.base.untrusted_text import bare, shown
 
-from ..store import catalogue, fsck_metrics
+from ..store import catalogue, fsck_metrics, pace
 from ..store.framing import KeyFileError
-from ..store.fsck import Report, Settings, check_store, close_sources, default_jobs
-from ..store.locations import StoreSpecError
+from ..store.fsck import (
+    Repair,
+    RepairRefused,
+    Report,
+    Settings,
+    check_store,
+    close_sources,
+    default_jobs,
+)
+from ..store.locations import FileLocation, StoreSpecError
 from ..store.serde_plugins import PluginError, load_all
 from ..store.sizes import DEFAULT_CHUNK_TOKENS
 from ..store.sources import StoreUnreachable
 from ..store.spec import AES_BITS, SerdeSpec, StoreSpec, from_l2_adapter, from_target
 
 EXIT_CLEAN, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+#: With ``--repair``: problems found and every one corrected (e2fsck's 1), or some left (4).
+EXIT_CORRECTED, EXIT_UNCORRECTED = 1, 4
 #: Ended by a signal: 128 + its number, as a shell reports it (``aws s3 ls`` exits 130 on
 #: Ctrl-C).
 EXIT_INTERRUPTED, EXIT_TERMINATED = 128 + signal.SIGINT, 128 + signal.SIGTERM
@@ -85,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Check a store LMCache writes: every name an ObjectKey's under the "
         "adapter's form, every object what its serde writes (sizes for raw and fp8, the "
         "aesgcm tag with the key file, LMCKV blobs), totals per model, kv_rank, object group "
-        "and cache_salt. Exit status: 0 clean, 1 problems, 2 usage or store unreachable.",
+        "and cache_salt. Exit status: 0 clean, 1 problems (with --repair: all corrected), 4 "
+        "problems left by --repair, 2 usage or store unreachable.",
     )
     parser.add_argument(
         "target", nargs="?", metavar="STORE",
@@ -122,6 +147,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="write the run's counts as a Prometheus text file (node_exporter's textfile "
         "collector), atomically",
     )  # fmt: skip
+    parser.add_argument(
+        "--repair", action="store_true",
+        help="remove the objects proven damaged that LMCache would serve (size, emptiness, "
+        "frame, tag, hash or CRC failures, old unfinished writes), each only if it is still "
+        "the bytes judged; foreign entries are reported, never touched",
+    )  # fmt: skip
+    parser.add_argument(
+        "--quarantine", type=Path, metavar="DIR",
+        help="with --repair on a file store: move the damaged files to DIR (a folder on the "
+        "same file system, outside the store) instead of removing them",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-rate", type=_rate, metavar="BYTES_PER_S",
+        help="read at most this many bytes per second from the store (suffixes k, M, G, or "
+        "Ki, Mi, Gi), all workers together",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-objects-rate", type=_rate, metavar="N", help="read at most N objects per second"
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument(
         "--serde-plugin", action="append", default=[], metavar="MODULE[:FUNCTION]",
@@ -133,6 +177,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 class UsageError(ValueError):
     """A command line that names no store, or names one twice."""
+
+
+#: The suffixes of a rate: SI and binary multiples.
+RATE_SUFFIXES = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+
+
+def _rate(text: str) -> float:
+    """A positive rate with an optional suffix (argparse's type: ValueError on others)."""
+    number = text.rstrip("kMGi")
+    factor = RATE_SUFFIXES.get(text[len(number) :])
+    try:
+        value = float(number) * factor if factor is not None else None
+    except ValueError:
+        value = None
+    if value is None:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number, with k, M, G, Ki, Mi or Gi after it")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: a rate is positive and finite")
+    return value
 
 
 def _object_bytes(values: list[str]) -> dict[int | None, int]:
@@ -179,13 +242,45 @@ def settings(args: argparse.Namespace) -> Settings:
         raise UsageError(f"--time-limit must be > 0, got {args.time_limit}")
     return Settings(
         _object_bytes(args.object_bytes), args.chunk_tokens, args.max_object_bytes,
-        args.temp_age, args.time_limit,
+        args.temp_age, args.time_limit, _repair(args),
+        pace.Rates(args.max_rate, args.max_objects_rate),
     )  # fmt: skip
+
+
+def _repair(args: argparse.Namespace) -> Repair | None:
+    """The repair asked; UsageError for a quarantine that cannot hold the store's files."""
+    if not args.repair:
+        if args.quarantine is not None:
+            raise UsageError("--quarantine goes with --repair")
+        return None
+    if args.quarantine is None:
+        return Repair()
+    spec = store_spec(args)
+    location = spec.location
+    if not isinstance(location, FileLocation):
+        raise UsageError(f"--quarantine is for a file store, not a {spec.adapter} store")
+    folder = args.quarantine
+    try:
+        here, there = os.stat(folder), os.stat(location.base_path)
+    except OSError as exc:
+        raise UsageError(f"--quarantine {folder}: {exc.strerror}") from None
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"--quarantine {folder}: not a folder this user can write")
+    if here.st_dev != there.st_dev:
+        raise UsageError(
+            f"--quarantine {folder}: on another file system than the store (a file is moved "
+            "there by a rename)"
+        )
+    base, inside = Path(location.base_path).resolve(), folder.resolve()
+    if inside == base or base in inside.parents:
+        raise UsageError(f"--quarantine {folder}: inside the store")
+    return Repair(folder.resolve())
 
 
 @contextlib.contextmanager
 def _executor(args: argparse.Namespace) -> Iterator[tuple[Executor | None, int]]:
-    """Where pages are checked: a Dask cluster, a pool of processes, or this process."""
+    """Where pages are checked: a Dask cluster, a pool of processes (pacing their reads on
+    one clock), or this process."""
     if args.scheduler:
         with _dask_client(args.scheduler) as client:
             workers = sum(client.nthreads().values()) or 1
@@ -197,9 +292,11 @@ def _executor(args: argparse.Namespace) -> Iterator[tuple[Executor | None, int]]
         return
     # Spawned, not forked: the caller may hold threads (a store client's, LMCache's, a test
     # runner's), and a child forked while one of them holds a lock waits on it forever.
+    context = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(
-        jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_signals
-    )
+        jobs, mp_context=context, initializer=_worker_init,
+        initargs=(pace.shared_clock(context),),
+    )  # fmt: skip
     try:
         yield pool, jobs
     except BaseException:
@@ -242,14 +339,19 @@ def _dask_client(address: str) -> Iterator[Any]:
         yield client
 
 
-def _worker_signals() -> None:
-    """A pool worker leaves Ctrl-C and SIGTERM to the run: the run stops it."""
+def _worker_init(clock: Any) -> None:
+    """A pool worker leaves Ctrl-C and SIGTERM to the run (the run stops it), and paces its
+    reads on the run's clock."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    pace.use_clock(clock)
 
 
-def _progress(show: bool) -> tuple[Callable[[int], None] | None, Callable[[], None]]:
-    """A progress bar on standard error (tqdm, the ``bench`` extra) when asked and installed."""
+def _progress(
+    show: bool, rates: pace.Rates
+) -> tuple[Callable[[int], None] | None, Callable[[], None]]:
+    """A progress bar on standard error (tqdm, the ``bench`` extra) when asked and installed;
+    it names the pace asked."""
     if not show:
         return None, lambda: None
     try:
@@ -257,6 +359,8 @@ def _progress(show: bool) -> tuple[Callable[[int], None] | None, Callable[[], No
     except ImportError:
         return None, lambda: None
     bar: Any = tqdm(unit="entry", file=sys.stderr, leave=False)
+    if rates:
+        bar.set_postfix_str(f"paced to {rates.describe()}")
     return bar.update, bar.close
 
 
@@ -310,8 +414,26 @@ def format_report(report: Report) -> str:
         )
     if head["incomplete"]:
         lines.append(f"incomplete: {head['incomplete']}")
+    if head["max_rate"]["bytes_per_s"] or head["max_rate"]["objects_per_s"]:
+        rate = head["read_bytes"] / head["seconds"] if head["seconds"] else 0.0
+        lines.append(
+            f"paced to {report.rates.describe()}: read {head['read_bytes']} bytes in "
+            f"{head['seconds']:.1f} s ({rate:.0f} B/s)"
+        )
+    if (repair := head["repair"]) is not None:
+        outcomes = repair["outcomes"]
+        where = f" to {shown(repair['quarantine'])}" if repair["quarantine"] else ""
+        lines.append(
+            f"repair: {outcomes['removed']} removed, {outcomes['quarantined']} quarantined"
+            f"{where}, {outcomes['changed']} rewritten since judged (left), {outcomes['gone']} "
+            f"gone, {outcomes['failed']} failed, {outcomes['left']} not an object to remove "
+            f"(left); {repair['uncorrected']} problems left"
+        )
     lines.append(f"{report.problem_count} problems" + (":" if report.problem_count else ""))
-    lines += [f"  {v.rule}  {shown(v.name)}: {v.message}" for v in report.first_problems]
+    lines += [
+        f"  {v.rule}  {shown(v.name)}: {v.message}" + (f" [{v.repair}]" if v.repair else "")
+        for v in report.first_problems
+    ]
     if report.problem_count > len(report.first_problems):
         lines.append(f"  ... {report.problem_count - len(report.first_problems)} more (--json)")
     return "\n".join(lines)
@@ -375,15 +497,16 @@ def _run(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         if out is not None:
             stack.callback(out.discard)
-        update, done = _progress(not args.no_progress and sys.stderr.isatty())
+        update, done = _progress(not args.no_progress and sys.stderr.isatty(), chosen.rates)
         try:
             with _executor(args) as (executor, workers):
                 report = check_store(
-                    spec, chosen, executor=executor, workers=workers, progress=update
-                )
+                    spec, chosen, executor=executor, workers=workers, progress=update,
+                    shared_clock=not args.scheduler,
+                )  # fmt: skip
             _TIMED[0] = False  # checked: writing the report is not timed
             signal.setitimer(signal.ITIMER_REAL, 0)
-        except (StoreUnreachable, KeyFileError, OSError) as exc:
+        except (StoreUnreachable, KeyFileError, RepairRefused, OSError) as exc:
             _say(exc)
             return EXIT_USAGE
         finally:
@@ -402,7 +525,11 @@ def _run(args: argparse.Namespace) -> int:
         except OSError as exc:
             _say(f"cannot write the report: {exc.strerror or exc}")
             return EXIT_USAGE
-    return EXIT_PROBLEMS if report.problem_count else EXIT_CLEAN
+    if not report.problem_count:
+        return EXIT_CLEAN
+    if args.repair:
+        return EXIT_UNCORRECTED if report.uncorrected else EXIT_CORRECTED
+    return EXIT_PROBLEMS
 
 
 class _Output:

@@ -160,6 +160,14 @@ class Serde:
         """Whether a changed byte of the content can be seen (a tag or a CRC)."""
         return self.check in (Check.TAG, Check.BLOB, Check.HASH)
 
+    @property
+    def proves_damage(self) -> bool:
+        """Whether fsck's problems with its objects prove them damaged, so that ``--repair``
+        may remove them (SPEC.md STORE-REPAIR-WHAT): not for a serde whose frames lmckv does
+        not know (``unknown``, a plugin's without a row of its own), whose sizes it can only
+        learn from the store itself."""
+        return self.checkable and not (self.origin and self.check is Check.SIZE)
+
     def payload_size(self, stored: int) -> int:
         """The bytes of an object of ``stored`` bytes that its layout sizes."""
         return stored - self.overhead

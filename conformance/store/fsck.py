@@ -14,6 +14,11 @@ gone (eviction), one that cannot be read is a problem of that object (STORE-READ
 stops the run. The listing is read in pages and each page is checked on its own, in this
 process, in a pool of processes or on a Dask cluster; only totals and counts stay in memory,
 and problems stream to a spool file (:class:`Report`).
+
+Asked to repair (SPEC.md "Repairing a store"), the worker that judged a page removes each of
+its objects proven damaged (:data:`REPAIRABLE`) through a hold (:mod:`.holds`): the bytes it
+removes are judged again as held, and a writer's newer object is never removed. Reads are
+paced by :mod:`.pace` when rates are asked.
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import IO, Any
 
 from lmckv.base.untrusted_text import shown
@@ -35,17 +41,18 @@ from ...reference_impl.keys import ObjectKey
 from ...reference_impl.keys.kv_rank import split_kv_rank
 from ...reference_impl.kv_codec import CodecError
 from ...reference_impl.kv_codec.blob_file import TruncatedBlobError, verify_blob_file
-from . import catalogue, checksum_frame, tq01_frame
+from . import catalogue, checksum_frame, holds, tq01_frame
 from .catalogue import Check
 from .framing import AesGcmKeys, aesgcm_tag_problem
 from .names import key_of
+from .pace import Counted, Pace, Rates
 from .sizes import DEFAULT_CHUNK_TOKENS, Group, SizeLearner, SizeRule
-from .sources import Entry, ObjectGone, ObjectUnreadable, Source, StoreUnreachable
+from .sources import Entry, ObjectGone, ObjectUnreadable, Readable, Source, StoreUnreachable
 from .spec import SerdeSpec, StoreSpec, open_source
 
 SCHEMA = "fsck"
 KIND = "lmckv-fsck"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: Objects whose first bytes decide the serde of a store given without one.
 DETECT_SAMPLE = 16
 #: An unfinished write older than this many seconds is left by a writer that died.
@@ -59,6 +66,32 @@ STATUSES = (
     "verified", "size_checked", "partial", "problem", "in_flight", "gone", "adapter",
     "directory",
 )  # fmt: skip
+#: The problems ``--repair`` removes (SPEC.md STORE-REPAIR-WHAT): an object LMCache would
+#: read under its key, proven damaged by its size, its emptiness, its frame, its tag, its hash
+#: or its CRC, and an unfinished write old enough that its writer died. Never STORE-FOREIGN
+#: nor STORE-NAME (no object of the store: reported, not touched), nor STORE-READ (nothing
+#: is proven of an object that cannot be read).
+REPAIRABLE = frozenset({
+    "STORE-EMPTY", "STORE-SIZE", "STORE-AESGCM-FRAME", "STORE-AESGCM-TAG",
+    checksum_frame.FRAME_RULE, checksum_frame.FINGERPRINT_RULE, checksum_frame.HASH_RULE,
+    tq01_frame.RULE, "STORE-BLOB-TRUNCATED", "STORE-BLOB-VALID", "STORE-NAME-BLOB",
+    "STORE-TEMP",
+})  # fmt: skip
+#: How a problem's repair ended: the holds' outcomes, or LEFT (not a problem --repair
+#: removes: reported, not touched).
+LEFT = "left"
+REPAIR_OUTCOMES = (*holds.OUTCOMES, LEFT)
+
+
+class RepairRefused(ValueError):
+    """``--repair`` asked of a store whose problems prove nothing (its serde unknown)."""
+
+
+@dataclass(frozen=True)
+class Repair:
+    """``--repair``: where removed objects go (a file store's quarantine folder), if kept."""
+
+    quarantine: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +109,9 @@ class Plan:
     max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES
     temp_age_s: float = DEFAULT_TEMP_AGE_S
     now: float = 0.0
+    repair: Repair | None = None
+    #: The rates of this plan's reads (a share of the asked ones where workers share no clock).
+    rates: Rates = field(default_factory=Rates)
 
     def size_rule(self, group: Group) -> SizeRule | None:
         return self.sizes.get(group, self.default_size)
@@ -91,6 +127,10 @@ class Verdict:
     key: tuple[str, int, int, str] | None = None
     rule: str = ""
     message: str = ""
+    #: How its repair ended (REPAIR_OUTCOMES), when one was asked.
+    repair: str = ""
+    #: Bytes read from the store to judge (and repair) it.
+    read: int = 0
 
     def problem(self, rule: str, message: str) -> Verdict:
         return Verdict(self.name, self.size, "problem", self.key, rule, message)
@@ -100,7 +140,9 @@ def _key_tuple(key: ObjectKey) -> tuple[str, int, int, str]:
     return (key.model_name, key.kv_rank, key.object_group_id, key.cache_salt or "")
 
 
-def _content(plan: Plan, source: Source, entry: Entry, base: Verdict, chunk_hash: bytes) -> Verdict:
+def _content(
+    plan: Plan, source: Readable, entry: Entry, base: Verdict, chunk_hash: bytes
+) -> Verdict:
     """The verdict on an object's bytes under the plan's serde (its catalogue row)."""
     assert base.key is not None
     model, _, group, salt = base.key
@@ -139,7 +181,7 @@ def _content(plan: Plan, source: Source, entry: Entry, base: Verdict, chunk_hash
     return Verdict(base.name, base.size, status, base.key)
 
 
-def _tq01(plan: Plan, source: Source, entry: Entry, base: Verdict) -> Verdict:
+def _tq01(plan: Plan, source: Readable, entry: Entry, base: Verdict) -> Verdict:
     """STORE-TQ01-FRAME: the frame's structure against its own header (its content carries no
     checksum: the object counts as size checked)."""
     if entry.size > plan.max_object_bytes:  # not read: no server is asked for more
@@ -153,7 +195,7 @@ def _tq01(plan: Plan, source: Source, entry: Entry, base: Verdict) -> Verdict:
 
 
 def _checksum(
-    plan: Plan, source: Source, entry: Entry, base: Verdict, chunk_hash: bytes
+    plan: Plan, source: Readable, entry: Entry, base: Verdict, chunk_hash: bytes
 ) -> Verdict:
     """STORE-CHECKSUM-*, then STORE-SIZE of the payload: the header and, for an object within
     ``--max-object-bytes``, the payload's hash, read in pieces."""
@@ -176,7 +218,7 @@ def _checksum(
     return Verdict(base.name, base.size, "verified" if whole else "size_checked", base.key)
 
 
-def _blob(plan: Plan, source: Source, entry: Entry, base: Verdict, model: str) -> Verdict:
+def _blob(plan: Plan, source: Readable, entry: Entry, base: Verdict, model: str) -> Verdict:
     if entry.size > plan.max_object_bytes:  # not read: no server is asked for more
         return Verdict(base.name, base.size, "size_checked", base.key)
     try:
@@ -193,7 +235,7 @@ def _blob(plan: Plan, source: Source, entry: Entry, base: Verdict, model: str) -
     return Verdict(base.name, base.size, "verified", base.key)
 
 
-def judge(plan: Plan, source: Source, entry: Entry) -> Verdict:
+def judge(plan: Plan, source: Readable, entry: Entry) -> Verdict:
     """The verdict on one listed entry (never raises for what the store holds)."""
     base = Verdict(entry.name, entry.size, entry.kind)
     if entry.kind in ("adapter", "directory"):
@@ -225,8 +267,36 @@ def judge(plan: Plan, source: Source, entry: Entry) -> Verdict:
         return base.problem("STORE-READ", f"cannot be read: {exc}")
 
 
+def repair(plan: Plan, source: Source, entry: Entry, pace: Pace) -> str:
+    """Remove (or quarantine) the object listed as ``entry`` if the bytes held under its name
+    are proven damaged now (SPEC.md STORE-REPAIR-CONDITIONAL); how it ended."""
+    assert plan.repair is not None
+    pace.take(min(entry.size, plan.max_object_bytes))
+    try:
+        held = holds.hold(source, entry, plan.max_object_bytes, plan.repair.quarantine)
+    except ObjectGone:
+        return holds.GONE
+    except holds.HeldChanged:
+        return holds.CHANGED
+    except (ObjectUnreadable, OSError):
+        return holds.FAILED
+    try:
+        again = judge(plan, held, held.entry)
+        if again.status == "problem" and again.rule in REPAIRABLE:
+            return held.remove()
+        return holds.CHANGED
+    except StoreUnreachable:
+        raise
+    except (ObjectGone, ObjectUnreadable, OSError):
+        return holds.FAILED
+    finally:
+        held.release()
+
+
 #: The sources of the pages checked in this process, one per store.
 _SOURCES: dict[StoreSpec, Source] = {}
+#: This process's paced and counted reads, per store and rates.
+_COUNTED: dict[tuple[StoreSpec, Rates], Counted] = {}
 
 
 def _source(spec: StoreSpec) -> Source:
@@ -236,11 +306,28 @@ def _source(spec: StoreSpec) -> Source:
     return found
 
 
+def _counted(plan: Plan) -> Counted:
+    found = _COUNTED.get((plan.spec, plan.rates))
+    if found is None:
+        found = _COUNTED[(plan.spec, plan.rates)] = Counted(_source(plan.spec), Pace(plan.rates))
+    return found
+
+
 def check_page(plan: Plan, page: list[Entry]) -> list[Verdict]:
-    """Every verdict of one page; the unit of work of a pool or a cluster (the worker opens
-    the store itself, once)."""
-    source = _source(plan.spec)
-    return [judge(plan, source, entry) for entry in page]
+    """Every verdict of one page, and the repair of its damaged objects when asked; the unit
+    of work of a pool or a cluster (the worker opens the store itself, once)."""
+    reads = _counted(plan)
+    verdicts = []
+    for entry in page:
+        before = reads.read_bytes
+        verdict = judge(plan, reads, entry)
+        if plan.repair is not None and verdict.status == "problem":
+            if verdict.rule in REPAIRABLE:
+                verdict = replace(verdict, repair=repair(plan, reads.source, entry, reads.pace))
+            else:
+                verdict = replace(verdict, repair=LEFT)
+        verdicts.append(replace(verdict, read=reads.read_bytes - before))
+    return verdicts
 
 
 @dataclass
@@ -254,6 +341,8 @@ class Total:
     partial: int = 0
     problems: int = 0
     gone: int = 0
+    #: Damaged objects removed or quarantined by a repair.
+    repaired: int = 0
 
 
 @dataclass
@@ -268,6 +357,14 @@ class Report:
     totals: dict[tuple[str, int, int, str], Total] = field(default_factory=dict)
     bytes: int = 0
     incomplete: str | None = None
+    #: What a repair was asked to do (None: none was).
+    repair: Repair | None = None
+    rates: Rates = field(default_factory=Rates)
+    #: How the problems' repairs ended; the removed and quarantined ones by rule.
+    repairs: Counter[str] = field(default_factory=Counter)
+    repaired_by_rule: Counter[str] = field(default_factory=Counter)
+    read_bytes: int = 0
+    seconds: float = 0.0
     spool: IO[str] = field(default_factory=lambda: _spool())
     #: The first problems, for a summary on a terminal.
     first_problems: list[Verdict] = field(default_factory=list)
@@ -276,6 +373,12 @@ class Report:
     def add(self, verdict: Verdict) -> None:
         self.counts[verdict.status] += 1
         self.bytes += verdict.size
+        self.read_bytes += verdict.read
+        removed = verdict.repair in (holds.REMOVED, holds.QUARANTINED)
+        if verdict.repair:
+            self.repairs[verdict.repair] += 1
+        if removed:
+            self.repaired_by_rule[verdict.rule] += 1
         if verdict.key is not None:
             total = self.totals.setdefault(verdict.key, Total())
             total.objects += 1
@@ -283,16 +386,29 @@ class Report:
             if verdict.status in ("verified", "size_checked", "partial", "gone"):
                 setattr(total, verdict.status, getattr(total, verdict.status) + 1)
             total.problems += verdict.status == "problem"
+            total.repaired += removed
         if verdict.status == "problem":
             self.rules[verdict.rule] += 1
-            record = {"name": verdict.name, "rule": verdict.rule, "message": verdict.message}
-            self.spool.write(json.dumps({**record, "size": verdict.size}) + "\n")
+            record: dict[str, Any] = {
+                "name": verdict.name, "rule": verdict.rule, "message": verdict.message,
+                "size": verdict.size,
+            }  # fmt: skip
+            if verdict.repair:
+                record["repair"] = verdict.repair
+            self.spool.write(json.dumps(record) + "\n")
             if len(self.first_problems) < self.shown_problems:
                 self.first_problems.append(verdict)
 
     @property
     def problem_count(self) -> int:
         return self.counts["problem"]
+
+    @property
+    def uncorrected(self) -> int:
+        """Problems a repair left in the store (all of them when none was asked)."""
+        if self.repair is None:
+            return self.problem_count
+        return sum(n for outcome, n in self.repairs.items() if outcome not in holds.CORRECTED)
 
     def problems(self) -> Iterator[dict[str, Any]]:
         """Every problem, in the order found, read back from the spool."""
@@ -322,6 +438,21 @@ class Report:
             "problems_by_rule": dict(sorted(self.rules.items())),
             "totals": [_total_record(k, t) for k, t in sorted(self.totals.items())],
             "incomplete": self.incomplete,
+            "read_bytes": self.read_bytes,
+            "seconds": round(self.seconds, 6),
+            "max_rate": {
+                "bytes_per_s": self.rates.bytes_per_s,
+                "objects_per_s": self.rates.objects_per_s,
+            },
+            "repair": None if self.repair is None else self._repair_record(self.repair),
+        }
+
+    def _repair_record(self, repair: Repair) -> dict[str, Any]:
+        return {
+            "quarantine": None if repair.quarantine is None else str(repair.quarantine),
+            "outcomes": {outcome: self.repairs[outcome] for outcome in REPAIR_OUTCOMES},
+            "repaired_by_rule": dict(sorted(self.repaired_by_rule.items())),
+            "uncorrected": self.uncorrected,
         }
 
     def write_json(self, out: IO[str]) -> None:
@@ -373,6 +504,8 @@ class Settings:
     max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES
     temp_age_s: float = DEFAULT_TEMP_AGE_S
     time_limit_s: float | None = None
+    repair: Repair | None = None
+    rates: Rates = field(default_factory=Rates)
 
 
 def _detect(spec: StoreSpec, source: Source) -> str:
@@ -410,10 +543,20 @@ def _learn_sizes(spec: StoreSpec, source: Source, serde: catalogue.Serde) -> Siz
     return learner
 
 
-def _plan(spec: StoreSpec, source: Source, settings: Settings) -> tuple[Plan, bool]:
+def _plan(spec: StoreSpec, source: Source, settings: Settings, rates: Rates) -> tuple[Plan, bool]:
     detected = spec.serde is None
     serde_spec = spec.serde or SerdeSpec(_detect(spec, source))
     row = serde_spec.row
+    if settings.repair is not None and not row.proves_damage:
+        why = (
+            f"the serde {row.name}'s frames are unknown to lmckv"
+            if row.origin
+            else "no serde lmckv knows was recognised in the store's objects"
+        )
+        raise RepairRefused(
+            f"not repaired: {why}, and a size learned from the store proves no damage; name "
+            "the serde (--serde or --l2-adapter)"
+        )
     keys = None
     if row.check is Check.TAG and serde_spec.master_key_path is not None:
         keys = AesGcmKeys.from_file(serde_spec.master_key_path, serde_spec.aes_bits)
@@ -430,7 +573,7 @@ def _plan(spec: StoreSpec, source: Source, settings: Settings) -> tuple[Plan, bo
                 sizes[(model, group)] = SizeRule(given[group], settings.chunk_tokens, False)
     plan = Plan(
         spec, row, keys, sizes, default, settings.max_object_bytes, settings.temp_age_s,
-        time.time(),
+        time.time(), settings.repair, rates,
     )  # fmt: skip
     return plan, detected
 
@@ -442,15 +585,20 @@ def check_store(
     executor: Executor | None = None,
     workers: int = 1,
     progress: Callable[[int], None] | None = None,
+    shared_clock: bool = True,
 ) -> Report:
     """Check every entry of the store; ``executor`` checks pages in other processes (a pool,
     or a Dask cluster's executor) with ``workers`` pages at once, else this process does.
-    ``progress`` is told the entries checked after each page. StoreUnreachable when the
-    store cannot be listed; KeyFileError when the aesgcm key file cannot be used."""
+    ``progress`` is told the entries checked after each page. ``shared_clock``: whether the
+    workers pace their reads on one clock (else each takes a share of the rates).
+    StoreUnreachable when the store cannot be listed; KeyFileError when the aesgcm key file
+    cannot be used; RepairRefused before anything is read when a repair proves nothing."""
     settings = settings or Settings()
+    started = time.monotonic()
     source = _source(spec)
-    plan, detected = _plan(spec, source, settings)
-    report = Report(spec, plan.row.name, detected)
+    rates = settings.rates if shared_clock else settings.rates.share(workers)
+    plan, detected = _plan(spec, source, settings, rates)
+    report = Report(spec, plan.row.name, detected, repair=settings.repair, rates=settings.rates)
     deadline = None if settings.time_limit_s is None else time.monotonic() + settings.time_limit_s
     for verdicts in _checked_pages(plan, source.pages(), executor, workers):
         for verdict in verdicts:
@@ -460,6 +608,7 @@ def check_store(
         if deadline is not None and time.monotonic() > deadline:
             report.incomplete = f"stopped by the time limit of {settings.time_limit_s} s"
             break
+    report.seconds = time.monotonic() - started
     return report
 
 
@@ -483,6 +632,8 @@ def _checked_pages(
 
 def close_sources(spec: StoreSpec | None = None) -> None:
     """Close the readers this process opened (``spec``: that store's only)."""
+    for counted in [k for k in list(_COUNTED) if spec is None or k[0] == spec]:
+        _COUNTED.pop(counted, None)
     for key in [k for k in list(_SOURCES) if spec is None or k == spec]:
         source = _SOURCES.pop(key, None)
         if source is not None:

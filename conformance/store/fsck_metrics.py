@@ -13,6 +13,10 @@ reads half a file). Names and labels:
   it);
 - ``lmckv_fsck_checked_objects``, ``lmckv_fsck_bytes``: objects whose content or size was
   checked, bytes of every entry listed;
+- ``lmckv_fsck_read_bytes``: bytes read from the store's objects (what ``--max-rate`` paces);
+- ``lmckv_fsck_repairs{outcome}``: with ``--repair``, problems by how their repair ended
+  (removed, quarantined, changed, gone, failed, left); ``lmckv_fsck_repaired{rule}``: objects
+  removed or quarantined by rule; ``lmckv_fsck_uncorrected``: problems the store still holds;
 - ``lmckv_fsck_incomplete``: 1 when the run stopped at ``--time-limit``;
 - ``lmckv_fsck_duration_seconds``, ``lmckv_fsck_last_run_timestamp_seconds``: how long the
   check took and when it finished (Unix time).
@@ -76,6 +80,15 @@ def write(report: Report, path: Path, duration_s: float, finished: float) -> Non
             metric.labels(name).set(values[field])
     gauge("checked_objects", "Objects whose content or size was checked.").set(head["checked"])
     gauge("bytes", "Bytes of every listed entry.").set(head["bytes"])
+    gauge("read_bytes", "Bytes read from the store's objects.").set(head["read_bytes"])
+    if (repair := head["repair"]) is not None:
+        repairs = gauge("repairs", "Problems by how their repair ended.", ("outcome",))
+        for outcome, count in repair["outcomes"].items():
+            repairs.labels(outcome).set(count)
+        repaired = gauge("repaired", "Objects removed or quarantined, by rule.", ("rule",))
+        for rule, count in repair["repaired_by_rule"].items():
+            repaired.labels(rule).set(count)
+        gauge("uncorrected", "Problems left in the store.").set(repair["uncorrected"])
     gauge("incomplete", "1 when the check stopped at its time limit.").set(
         1 if head["incomplete"] else 0
     )

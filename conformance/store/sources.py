@@ -68,15 +68,19 @@ class Entry:
     why: str = ""
 
 
-class Source(Protocol):
-    """A store's listing and its objects' bytes, read and written by name."""
-
-    def pages(self) -> Iterator[list[Entry]]: ...
+class Readable(Protocol):
+    """What judging an object reads through: its first bytes by its entry."""
 
     def open(self, entry: Entry, limit: int) -> BufferedIOBase:
         """The object's first ``limit`` bytes (or all of them, when it is smaller) as a
         stream; a server is asked for no more than that."""
         ...
+
+
+class Source(Readable, Protocol):
+    """A store's listing and its objects' bytes, read and written by name."""
+
+    def pages(self) -> Iterator[list[Entry]]: ...
 
     def get(self, name: str) -> bytes:
         """Every byte stored under ``name``; ObjectGone when there is none."""
