@@ -30,7 +30,7 @@ from test_fsck_plugin_frames import checksum_frame_of
 from lmckv import cli
 from lmckv.base.schemas import validate
 from lmckv.conformance.store import catalogue, fsck, holds
-from lmckv.conformance.store.pace import Pace, Rates
+from lmckv.conformance.store.pace import Counted, Pace, Rates
 from lmckv.conformance.store.servers import StoreUnavailable
 from lmckv.conformance.store.sources import Entry
 from lmckv.conformance.store.spec import from_l2_adapter, l2_adapter_spec
@@ -207,12 +207,13 @@ def test_a_hold_removes_only_the_bytes_judged(adapter: str, tmp_path: Path) -> N
     are healthy: judged again, they are left), and after it (Redis and S3 refuse the removal;
     a file store removes the held file, and the writer's new file has the name)."""
     with store(adapter, tmp_path) as (view, spec):
-        plan, source, pace = _plan(spec), view.source, Pace(Rates())
+        plan, source = _plan(spec), view.source
+        reads = Counted(source, Pace(Rates()))
         n = name(adapter, CUT)
         view.put(n, healthy(CUT)[:-100])
         listed = Entry(n, FULL - 100 + 17)
         view.put(n, healthy(CUT, 1))  # rewritten after the listing, before the hold
-        assert fsck.repair(plan, source, listed, pace) == holds.CHANGED
+        assert fsck.repair(plan, reads, listed) == holds.CHANGED
         assert view.get(n) == healthy(CUT, 1)
 
         view.put(n, healthy(CUT)[:-100])

@@ -324,7 +324,7 @@ def test_memory_does_not_grow_with_the_number_of_objects(tmp_path: Path) -> None
 def test_pages_checked_by_a_pool_or_a_dask_cluster_give_the_same_report(tmp_path: Path) -> None:
     """Past one machine: the pages of a listing are the unit of work of a process pool here
     and of a Dask cluster (a ``distributed.LocalCluster`` of two worker processes); both find
-    what this process finds."""
+    what this process finds, and the cluster's workers repair what they find."""
     from distributed import LocalCluster
 
     root = tmp_path / "store"
@@ -347,4 +347,13 @@ def test_pages_checked_by_a_pool_or_a_dask_cluster_give_the_same_report(tmp_path
         n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
     ) as cluster:
         assert cli.main([*args, "--scheduler", cluster.scheduler_address]) == 1
-    assert summary(json.loads(out.read_text())) == summary(alone)
+        assert summary(json.loads(out.read_text())) == summary(alone)
+        # Repaired by the cluster's workers (paced, each a share of the rate): the five short
+        # objects are removed, the stray file left.
+        repair = ["--serde", "none", "--repair", "--max-rate", "1G"]
+        assert cli.main([*args, *repair, "--scheduler", cluster.scheduler_address]) == 4
+    repaired = json.loads(out.read_text())
+    assert repaired["repair"]["repaired_by_rule"] == {"STORE-SIZE": 5}
+    assert repaired["max_rate"] == {"bytes_per_s": 1e9, "objects_per_s": None}
+    status, after = run(str(root))
+    assert status == 1 and after["problems_by_rule"] == {"STORE-FOREIGN": 1}

@@ -267,13 +267,14 @@ def judge(plan: Plan, source: Readable, entry: Entry) -> Verdict:
         return base.problem("STORE-READ", f"cannot be read: {exc}")
 
 
-def repair(plan: Plan, source: Source, entry: Entry, pace: Pace) -> str:
+def repair(plan: Plan, reads: Counted, entry: Entry) -> str:
     """Remove (or quarantine) the object listed as ``entry`` if the bytes held under its name
-    are proven damaged now (SPEC.md STORE-REPAIR-CONDITIONAL); how it ended."""
+    are proven damaged now (SPEC.md STORE-REPAIR-CONDITIONAL); how it ended. The hold's read
+    is paced and counted with the check's."""
     assert plan.repair is not None
-    pace.take(min(entry.size, plan.max_object_bytes))
+    reads.take(min(entry.size, plan.max_object_bytes))
     try:
-        held = holds.hold(source, entry, plan.max_object_bytes, plan.repair.quarantine)
+        held = holds.hold(reads.source, entry, plan.max_object_bytes, plan.repair.quarantine)
     except ObjectGone:
         return holds.GONE
     except holds.HeldChanged:
@@ -323,7 +324,7 @@ def check_page(plan: Plan, page: list[Entry]) -> list[Verdict]:
         verdict = judge(plan, reads, entry)
         if plan.repair is not None and verdict.status == "problem":
             if verdict.rule in REPAIRABLE:
-                verdict = replace(verdict, repair=repair(plan, reads.source, entry, reads.pace))
+                verdict = replace(verdict, repair=repair(plan, reads, entry))
             else:
                 verdict = replace(verdict, repair=LEFT)
         verdicts.append(replace(verdict, read=reads.read_bytes - before))

@@ -124,11 +124,14 @@ class Counted:
         self.read_bytes = 0
         self.read_objects = 0
 
-    def open(self, entry: Entry, limit: int) -> BufferedIOBase:
-        wanted = min(limit, entry.size) if entry.size > 0 else limit
-        self.pace.take(wanted)
-        self.read_bytes += wanted
+    def take(self, nbytes: int) -> None:
+        """Wait for the turn of a read of ``nbytes`` bytes of one object, and count it."""
+        self.pace.take(nbytes)
+        self.read_bytes += nbytes
         self.read_objects += 1
+
+    def open(self, entry: Entry, limit: int) -> BufferedIOBase:
+        self.take(min(limit, entry.size) if entry.size > 0 else limit)
         return self.source.open(entry, limit)
 
     def __getattr__(self, name: str) -> Any:
