@@ -17,10 +17,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import multiprocessing
 import os
 import random
-import threading
+import time
 from collections.abc import Iterator
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +35,7 @@ from lmckv.conformance.store import catalogue, fsck, holds
 from lmckv.conformance.store.pace import Counted, Pace, Rates
 from lmckv.conformance.store.servers import StoreUnavailable
 from lmckv.conformance.store.sources import Entry
-from lmckv.conformance.store.spec import from_l2_adapter, l2_adapter_spec
+from lmckv.conformance.store.spec import from_l2_adapter, l2_adapter_spec, open_source
 from lmckv.conformance.store.views import StoreView, open_view
 from lmckv.reference_impl.keys import ObjectKey
 
@@ -43,6 +45,7 @@ MODEL = "org/model"
 #: The objects each store holds, and which of them are damaged how.
 OBJECTS = 12
 CUT, SHORT, EMPTIED, FLIPPED = 2, 4, 5, 9
+DAMAGED = (CUT, SHORT, EMPTIED, FLIPPED)
 FOREIGN_NAME = {"fs": "notes.txt"}
 
 
@@ -230,61 +233,109 @@ def test_a_hold_removes_only_the_bytes_judged(adapter: str, tmp_path: Path) -> N
         assert [p for p in view.sizes() if "held" in p] == []
 
 
-def rewrite(
-    view: StoreView, rng: random.Random, stop: threading.Event, last: dict[str, bytes], version: int
-) -> None:
-    """Rewrite random objects with new healthy versions until ``stop``; ``last``: each name's
-    last write."""
-    while not stop.is_set():
-        i = rng.randrange(OBJECTS)
-        version += 1
-        data = healthy(i, version)
-        view.put(name(view.adapter, i), data)
-        last[name(view.adapter, i)] = data
+def rewriter(spec: str, conn: Connection) -> None:
+    """A writer process (spawned once per store). For each round the parent starts with
+    ``(round, seconds)``, it rewrites each damaged object and two healthy ones once, with a new
+    healthy version, at moments drawn at random over ``seconds``; it then waits for the
+    parent's stop and sends each name's version. Every write is the last of its name in the
+    round, so a write the repair removed shows. ``None`` ends it."""
+    source = open_source(from_l2_adapter(spec))
+    adapter = from_l2_adapter(spec).adapter
+    while (command := conn.recv()) is not None:
+        round_, seconds = command
+        rng = random.Random(round_)
+        healthy_ones = [i for i in range(OBJECTS) if i not in DAMAGED]
+        chosen = [*DAMAGED, *rng.sample(healthy_ones, 2)]
+        plan = sorted((rng.uniform(0, seconds), i) for i in chosen)
+        start, last = time.monotonic(), {}
+        for at, i in plan:
+            if conn.poll(max(0.0, start + at - time.monotonic())):
+                break  # the repair ended first
+            source.put(name(adapter, i), healthy(i, round_ + 1))
+            last[name(adapter, i)] = (i, round_ + 1)
+        conn.recv()
+        conn.send(last)
+    source.close()
+
+
+#: Seconds each step of a repair is held open in the race (a hold taken this long after the
+#: judgement, a removal this long after the hold), and the seconds over which the writer
+#: spreads its writes (about the repair's length with those steps).
+STEP_S = {"fs": 0.01, "resp": 0.01, "s3": 0.02}
+SPREAD_S = {"fs": 0.1, "resp": 0.1, "s3": 0.5}
+
+
+def slow_steps(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """Every hold fsck takes starts ``seconds`` late, and its removal too: a fault injected at a
+    known point (the windows a writer can come in by are the race's, only wider)."""
+    real = holds.hold
+
+    def hold(*args: Any, **kwargs: Any) -> holds.Held:
+        time.sleep(seconds)
+        held = real(*args, **kwargs)
+        remove = held.remove
+
+        def late_remove() -> str:
+            time.sleep(seconds)
+            return remove()
+
+        held.remove = late_remove  # type: ignore[method-assign]
+        return held
+
+    monkeypatch.setattr(fsck.holds, "hold", hold)
 
 
 #: Rounds per store (moto's S3 answers a write in milliseconds, Redis and files in less).
-ROUNDS = {"fs": 25, "resp": 25, "s3": 8}
+ROUNDS = {"fs": 25, "resp": 25, "s3": 12}
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
-def test_a_writer_racing_the_repair_never_loses_a_write(adapter: str, tmp_path: Path) -> None:
-    """ROUNDS[adapter] rounds, each a fresh damage of the store and ``lmckv fsck --repair`` while a
-    writer thread rewrites damaged and healthy objects with new healthy versions as fast as its
-    client goes (the interpreter switches between them every few milliseconds, so the writes
-    land at every step of the repair: listing, judging, holding, removing). After each round:
-    every object the writer wrote holds its last write, every healthy object never rewritten
-    is as it was, and every damaged object never rewritten is gone. The worst round is what is
-    judged (every round must hold)."""
-    rng = random.Random(4)
+def test_a_writer_racing_the_repair_never_loses_a_write(
+    adapter: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ROUNDS[adapter] rounds, each a fresh damage of the store and ``lmckv fsck --repair``
+    while a writer process (on the other core) rewrites every damaged object and two healthy
+    ones at random moments of the repair, whose steps are held open a few milliseconds each
+    (slow_steps), so that writes land before the judgement, between it and the hold, and
+    between the hold and the removal. After each round: every object the writer wrote holds
+    its write, every healthy object not rewritten is as it was, and every damaged object not
+    rewritten is gone. The worst round is what is judged (every round must hold); it fails
+    within the rounds when the second judgement, the condition, or a file's hold is taken
+    away."""
+    slow_steps(monkeypatch, STEP_S[adapter])
+    context = multiprocessing.get_context("spawn")
     with store(adapter, tmp_path) as (view, spec):
+        ours, theirs = context.Pipe()
+        writer = context.Process(target=rewriter, args=(spec, theirs), daemon=True)
+        writer.start()
         writes = 0
-        for round_ in range(ROUNDS[adapter]):
-            for n in view.sizes():
-                view.delete(n)
-            want = fill_and_damage(view)
-            damaged = {n for n, r in want.items() if r != "STORE-FOREIGN"}
-            before = {n: view.get(n) for n in view.sizes()}
-            last: dict[str, bytes] = {}
-            stop = threading.Event()
-
-            args = (view, rng, stop, last, round_ * 100_000)
-            writer = threading.Thread(target=rewrite, args=args, daemon=True)
-            writer.start()
-            try:
-                argv = ["fsck", "--l2-adapter", spec, "--repair", "--no-progress", "--jobs", "1"]
-                status = cli.main(argv)
-            finally:
-                stop.set()
-                writer.join(30)
-            assert status in (1, 4), round_
-            after = {n: view.get(n) for n in view.sizes()}
-            lost = {n for n in last if after.get(n) != last[n]}
-            assert not lost, (round_, sorted(lost))
-            untouched = set(before) - set(last)
-            assert {n: after.get(n) for n in untouched - damaged} == {
-                n: before[n] for n in untouched - damaged
-            }, round_
-            assert not (untouched & damaged) & set(after), round_
-            writes += len(last)
+        try:
+            for round_ in range(ROUNDS[adapter]):
+                for n in view.sizes():
+                    view.delete(n)
+                want = fill_and_damage(view)
+                damaged = {n for n, r in want.items() if r != "STORE-FOREIGN"}
+                before = {n: view.get(n) for n in view.sizes()}
+                ours.send((round_, SPREAD_S[adapter]))
+                try:
+                    argv = ["fsck", "--l2-adapter", spec, "--repair", "--no-progress"]
+                    status = cli.main([*argv, "--jobs", "1"])
+                finally:
+                    ours.send("stop")
+                    assert ours.poll(60), "the writer did not answer"
+                    last = {n: healthy(i, v) for n, (i, v) in ours.recv().items()}
+                assert status in (1, 4), round_
+                after = {n: view.get(n) for n in view.sizes()}
+                lost = {n for n in last if after.get(n) != last[n]}
+                assert not lost, (round_, sorted(lost))
+                untouched = set(before) - set(last)
+                assert {n: after.get(n) for n in untouched - damaged} == {
+                    n: before[n] for n in untouched - damaged
+                }, round_
+                assert not (untouched & damaged) & set(after), round_
+                writes += len(last)
+        finally:
+            ours.send(None)
+            writer.join(30)
+            writer.kill()
         assert writes >= ROUNDS[adapter], "the writer wrote while the repairs ran"
