@@ -370,8 +370,9 @@ def upstream_versions(session: nox.Session) -> None:
         # Every store this release writes through its storage manager, checked by fsck; every
         # serde it registers, and the plugin's, held to the serde contract as it calls them.
         session.run(
-            python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_store_lmcache.py",
-            "tests/test_serde_plugins.py", f"--junitxml={out / 'junit-stores.xml'}",
+            python, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider",
+            "tests/test_store_lmcache.py", "tests/test_serde_plugins.py",
+            f"--junitxml={out / 'junit-stores.xml'}",
             external=True, env={"LMCKV_REQUIRE_UPSTREAM": "1"},
         )  # fmt: skip
     for python in pythons.values():
