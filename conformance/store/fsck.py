@@ -279,6 +279,8 @@ def repair(plan: Plan, reads: Counted, entry: Entry) -> str:
         return holds.GONE
     except holds.HeldChanged:
         return holds.CHANGED
+    except StoreUnreachable:
+        raise
     except (ObjectUnreadable, OSError):
         return holds.FAILED
     try:
