@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from lmckv.base.schemas import schema
+
 from ..core.rules import RULES
 from ..drivers.base import Driver
 from ..store import catalogue
@@ -23,8 +25,14 @@ from .codec_cases import encode_cached
 from .matrix import matrix_cases
 from .verdicts import expect_ok, require
 
-#: The rules of a store's content (the STORE-LOAD-* rules of reading one: test_store_load.py).
-STORE_RULES = sorted(r for r in RULES if r.startswith("STORE-") and not r.startswith("STORE-LOAD-"))
+#: The rules of a store's content: those a check of a store can name (the fsck report's
+#: problem rules). Reading, serving and repairing a store have rules of their own
+#: (STORE-LOAD-*, STORE-SERVE-*: test_store_load.py; STORE-REPAIR-*, STORE-PACE:
+#: tests/test_fsck_repair.py, tests/test_fsck_pace.py), none a property of its files.
+STORE_RULES = sorted(
+    schema("fsck")["properties"]["problems"]["items"]["properties"]["rule"]["enum"]
+)
+assert set(STORE_RULES) <= set(RULES), set(STORE_RULES) - set(RULES)
 MODEL = "org/store-model"
 #: kv_rank of rank 0 and rank 1 of a 2-way tensor-parallel group on one node.
 KV_RANKS = (0x02000200, 0x02010201)
