@@ -1,4 +1,4 @@
-"""``lmckv fsck --max-rate`` and ``--max-objects-rate`` (SPEC.md STORE-PACE): on a store of
+"""``lmckv fsck --max-rate`` and ``--max-objects-rate`` (SPEC.md FSCK-PACE): on a store of
 1 GiB of checksum frames (every byte read and hashed), checked by a pool of two workers on one
 clock, the rate of the run's reads is the asked one within 10%; the objects' rate likewise.
 

@@ -1,4 +1,4 @@
-"""``lmckv fsck --repair`` (SPEC.md "Repairing a store", STORE-REPAIR-*): on a file store, a
+"""``lmckv fsck --repair`` (SPEC.md "Repairing a store", FSCK-REPAIR-*): on a file store, a
 Redis store and an S3 store, it removes exactly the objects proven damaged (cut, emptied, a
 changed byte under a checksum), never a healthy object and never an entry that is no object of
 the store; the quarantine keeps the damaged files as they were; each removal is conditional on

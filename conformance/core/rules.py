@@ -814,26 +814,6 @@ _RULES: tuple[Rule, ...] = (
         "serves other bytes, holds at most its capacity once eviction has run, and serves "
         "every object it still holds.",
     ),
-    # -- repairing a store (lmckv fsck --repair) ------------------------------------------
-    Rule(
-        "STORE-REPAIR-WHAT",
-        MUST,
-        "A repair removes only objects LMCache would read under a key and proven damaged, and "
-        "old unfinished writes; never a foreign entry, an unreadable object, a healthy object "
-        "or a partial chunk; a store whose serde proves nothing is not repaired.",
-    ),
-    Rule(
-        "STORE-REPAIR-CONDITIONAL",
-        MUST,
-        "An object is removed only as the bytes judged: held, judged again as held, and "
-        "removed under a condition a writer's change defeats.",
-    ),
-    Rule(
-        "STORE-PACE",
-        MUST,
-        "A paced check reads at most the asked bytes and objects per second over the run, "
-        "every worker together.",
-    ),
 )
 
 RULES: dict[str, Rule] = {rule.id: rule for rule in _RULES}

@@ -301,10 +301,16 @@ def _executor(args: argparse.Namespace) -> Iterator[tuple[Executor | None, int]]
         yield pool, jobs
     except BaseException:
         # Interrupted or failed: no page is waited for (one may be stuck on a server).
+        manager: Any = getattr(pool, "_executor_manager_thread", None)
         pool.shutdown(wait=False, cancel_futures=True)
         for child in multiprocessing.active_children():
             child.kill()
             child.join(5)
+        # The pool's manager thread ends once its workers are gone; it is waited for, so that
+        # Python's exit hook does not wake it while it closes its pipe (in 3.11 the hook's
+        # write can meet the closed pipe: "Exception ignored ... Bad file descriptor").
+        if manager is not None:
+            manager.join(5)
         raise
     pool.shutdown()
 

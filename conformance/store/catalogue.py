@@ -163,7 +163,7 @@ class Serde:
     @property
     def proves_damage(self) -> bool:
         """Whether fsck's problems with its objects prove them damaged, so that ``--repair``
-        may remove them (SPEC.md STORE-REPAIR-WHAT): not for a serde whose frames lmckv does
+        may remove them (SPEC.md FSCK-REPAIR-WHAT): not for a serde whose frames lmckv does
         not know (``unknown``, a plugin's without a row of its own), whose sizes it can only
         learn from the store itself."""
         return self.checkable and not (self.origin and self.check is Check.SIZE)

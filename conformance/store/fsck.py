@@ -66,7 +66,7 @@ STATUSES = (
     "verified", "size_checked", "partial", "problem", "in_flight", "gone", "adapter",
     "directory",
 )  # fmt: skip
-#: The problems ``--repair`` removes (SPEC.md STORE-REPAIR-WHAT): an object LMCache would
+#: The problems ``--repair`` removes (SPEC.md FSCK-REPAIR-WHAT): an object LMCache would
 #: read under its key, proven damaged by its size, its emptiness, its frame, its tag, its hash
 #: or its CRC, and an unfinished write old enough that its writer died. Never STORE-FOREIGN
 #: nor STORE-NAME (no object of the store: reported, not touched), nor STORE-READ (nothing
@@ -269,7 +269,7 @@ def judge(plan: Plan, source: Readable, entry: Entry) -> Verdict:
 
 def repair(plan: Plan, reads: Counted, entry: Entry) -> str:
     """Remove (or quarantine) the object listed as ``entry`` if the bytes held under its name
-    are proven damaged now (SPEC.md STORE-REPAIR-CONDITIONAL); how it ended. The hold's read
+    are proven damaged now (SPEC.md FSCK-REPAIR-CONDITIONAL); how it ended. The hold's read
     is paced and counted with the check's."""
     assert plan.repair is not None
     reads.take(min(entry.size, plan.max_object_bytes))

@@ -1,5 +1,5 @@
 """Holding one object of a store so that it is removed only as the bytes judged (SPEC.md
-"Repairing a store", rule STORE-REPAIR-CONDITIONAL).
+"Repairing a store", FSCK-REPAIR-CONDITIONAL).
 
 ``fsck --repair`` removes an object only when the bytes it removes are bytes proven damaged:
 it takes a hold on the object, judges the bytes the hold reads, and removes them under the

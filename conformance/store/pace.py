@@ -1,5 +1,5 @@
 """Pacing a check so that it does not starve the store's readers (``fsck --max-rate``, SPEC.md
-"Repairing a store", STORE-PACE).
+"Repairing a store", FSCK-PACE).
 
 A pace holds the bytes read from the store per second, and the objects opened per second, at
 or under what was asked, for the whole run and every worker of it together: each read is

@@ -26,9 +26,8 @@ from .matrix import matrix_cases
 from .verdicts import expect_ok, require
 
 #: The rules of a store's content: those a check of a store can name (the fsck report's
-#: problem rules). Reading, serving and repairing a store have rules of their own
-#: (STORE-LOAD-*, STORE-SERVE-*: test_store_load.py; STORE-REPAIR-*, STORE-PACE:
-#: tests/test_fsck_repair.py, tests/test_fsck_pace.py), none a property of its files.
+#: problem rules). Reading and serving a store have rules of their own (STORE-LOAD-*,
+#: STORE-SERVE-*: test_store_load.py), none a property of its files.
 STORE_RULES = sorted(
     schema("fsck")["properties"]["problems"]["items"]["properties"]["rule"]["enum"]
 )
