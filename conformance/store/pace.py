@@ -95,9 +95,10 @@ def use_clock(clock: Any) -> None:
 class Pace:
     """Waits before each read until the rates allow it (this module's docstring)."""
 
-    def __init__(self, rates: Rates, clock: Any = None) -> None:
+    def __init__(self, rates: Rates) -> None:
         self.rates = rates
-        self.clock = clock if clock is not None else (_clock[0] or _LocalClock())
+        #: The pool's shared clock in a pool worker, else this process's own.
+        self.clock: Any = _clock[0] or _LocalClock()
 
     def take(self, nbytes: int) -> None:
         """Wait for the turn of a read of ``nbytes`` bytes from one object."""
@@ -116,23 +117,18 @@ class Pace:
 
 
 class Counted:
-    """A source whose reads are paced and counted (bytes asked for, objects opened)."""
+    """A source's reads, paced and counted (the bytes asked for)."""
 
     def __init__(self, source: Source, pace: Pace) -> None:
         self.source = source
         self.pace = pace
         self.read_bytes = 0
-        self.read_objects = 0
 
     def take(self, nbytes: int) -> None:
         """Wait for the turn of a read of ``nbytes`` bytes of one object, and count it."""
         self.pace.take(nbytes)
         self.read_bytes += nbytes
-        self.read_objects += 1
 
     def open(self, entry: Entry, limit: int) -> BufferedIOBase:
         self.take(min(limit, entry.size) if entry.size > 0 else limit)
         return self.source.open(entry, limit)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.source, name)
