@@ -226,6 +226,8 @@ def _hold_key(source: RedisSource, entry: Entry, limit: int) -> Held:
         pipe.reset()
         if isinstance(exc, redis.ResponseError | ReplyTooLarge):
             raise ObjectUnreadable(0, str(exc)) from None
+        if isinstance(exc, ValueError | TypeError | AttributeError):  # redis-py's parse of it
+            raise ObjectUnreadable(0, f"the server's reply is malformed: {exc}") from None
         if isinstance(exc, redis.RedisError):
             raise StoreUnreachable(f"holding {entry.name!r} failed: {exc}") from None
         raise
