@@ -33,12 +33,15 @@ from .lmcache_writer import (
     serde_cast,
 )
 from .serving import (
+    CAPACITY_POLL_S,
+    CAPACITY_SETTLE_S,
     EVICTED,
     RACE_READS,
     TASK_FAULTS,
     CrashLeft,
     Served,
     ServingPlan,
+    capacity_fits,
     capacity_labels,
     crash_case,
     readback_labels,
@@ -113,8 +116,14 @@ def serve(
     held: list[dict[int, int]] = []  # one item once the capacity case reached its end
 
     def filled() -> None:
-        listed = view.sizes()
-        held.append({i: listed[names[i]] for i in plan.capacity if names[i] in listed})
+        # Eviction gets its time: listed until within the rule's bound, for a bounded time.
+        for _ in range(int(CAPACITY_SETTLE_S / CAPACITY_POLL_S) + 1):
+            listed = view.sizes()
+            now = {i: listed[names[i]] for i in plan.capacity if names[i] in listed}
+            if capacity_fits(now):
+                break
+            time.sleep(CAPACITY_POLL_S)
+        held.append(now)
 
     actions["capacity"] = filled
     # Every task the worker may read: a together step's each, a damaged task's tries.
