@@ -24,6 +24,9 @@ BOUND_S = 30.0
 #: interpreter with its store clients is about 100 MiB; nothing a server sends may add more
 #: than a bounded page.
 PEAK_RSS_KIB = 250 * 1024
+#: The CPU seconds (user and system) fsck may spend on any hostile store: a bound in bytes
+#: reached by a quadratic read (a line joined again with each socket read) is reached late.
+CPU_S = 4.0
 
 
 def fsck(*args: str, cwd: Path | None = None) -> subprocess.Popen[str]:
@@ -39,7 +42,7 @@ def fsck(*args: str, cwd: Path | None = None) -> subprocess.Popen[str]:
 def finish(proc: subprocess.Popen[str], timeout: float = BOUND_S) -> tuple[int, str, str, float]:
     """(exit status, stdout, stderr, seconds) of ``proc``; its peak RSS (VmHWM, read every
     poll while it runs: the last read is within a poll of its end) must stay under
-    :data:`PEAK_RSS_KIB`. It and its group are killed if it
+    :data:`PEAK_RSS_KIB`, its CPU time under :data:`CPU_S`. It and its group are killed if it
     outlives ``timeout``, and the case fails."""
     streams: dict[str, str] = {}
     readers = [
@@ -51,7 +54,7 @@ def finish(proc: subprocess.Popen[str], timeout: float = BOUND_S) -> tuple[int, 
     start, peak = time.monotonic(), 0
     while True:
         peak = max(peak, _high_water_kib(proc.pid))
-        pid, status, _usage = os.wait4(proc.pid, os.WNOHANG)
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
         if time.monotonic() - start > timeout:
@@ -65,6 +68,8 @@ def finish(proc: subprocess.Popen[str], timeout: float = BOUND_S) -> tuple[int, 
     for reader in readers:
         reader.join(5)
     assert 0 < peak < PEAK_RSS_KIB, f"peak RSS {peak} KiB"
+    cpu = usage.ru_utime + usage.ru_stime
+    assert cpu < CPU_S, f"{cpu:.1f} s of CPU"
     return proc.returncode, streams.get("out", ""), streams.get("err", ""), seconds
 
 

@@ -55,7 +55,8 @@ def resp_parser_class() -> type[Any]:
     bulk length is checked before it is read, and every read from the socket is checked
     against what the buffer already holds (a line that never ends, a deep array)."""
     from redis._parsers import _RESP2Parser
-    from redis._parsers.socket import SocketBuffer
+    from redis._parsers.socket import SERVER_CLOSED_CONNECTION_ERROR, SocketBuffer
+    from redis.exceptions import ConnectionError as ServerClosed
     from redis.utils import SENTINEL
 
     class BoundedBuffer(SocketBuffer):
@@ -76,6 +77,20 @@ def resp_parser_class() -> type[Any]:
             if self._held() + (length or 0) > limit:
                 raise ReplyTooLarge(limit)
             return bool(super()._read_from_socket(length, timeout, raise_on_timeout))
+
+        def readline(self, timeout: object = SENTINEL) -> bytes:
+            """A line up to its CRLF, gathered in one growing buffer: redis-py's own joins
+            the line so far with each socket read, which a line that never ends makes
+            quadratic (seconds of CPU before the bound is reached)."""
+            buf = self._live_buffer()
+            try:
+                line = bytearray(buf.readline())
+                while not line.endswith(b"\r\n"):
+                    self._read_from_socket(timeout=timeout)
+                    line += buf.readline()
+            except ValueError:  # the buffer was closed under it, as redis-py says it
+                raise ServerClosed(SERVER_CLOSED_CONNECTION_ERROR) from None
+            return bytes(line[:-2])
 
         def read(self, length: int, timeout: object = SENTINEL) -> bytes:
             limit = _limit.get()
