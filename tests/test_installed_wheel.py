@@ -167,7 +167,7 @@ def test_pytest_pyargs(venv: Path, workdir: Path, clean_env: dict[str, str]) -> 
     codec-read tests: the whole suite from the wheel is ``test_lmckv_conformance_reference``)."""
     text = _run(
         [str(venv / "python"), "-m", "pytest", "--pyargs", "lmckv.conformance",
-         "--impl", "reference", "-n", "2", "-q", "-p", "no:cacheprovider", "-k", "test_codec_read"],
+         "--impl", "reference", "-q", "-p", "no:cacheprovider", "-k", "test_codec_read"],
         workdir,
         clean_env,
     )  # fmt: skip
