@@ -14,6 +14,7 @@ running nox.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import shutil
@@ -313,10 +314,21 @@ def _pip_install(python: str) -> list[str]:
     """The command that installs into the venv of ``python``: ``uv pip install`` where uv is
     on PATH (CI installs it beside nox: the shared environment in 39 s where pip took 106 s,
     the same packages, compared with pip freeze), else that venv's pip."""
-    uv = shutil.which("uv")
+    uv = shutil.which("uv") or _uv_of_this_python()
     if uv is None:
         return [python, "-m", "pip", "install", "-q"]
     return [uv, "pip", "install", "-q", "--python", python, *_uv_pip_settings()]
+
+
+def _uv_of_this_python() -> str | None:
+    """The uv binary of the ``uv`` package installed beside nox (``python3 -m pip install
+    uv`` puts it in a scripts folder that need not be on PATH: pyenv's shims want a rehash)."""
+    try:
+        module = importlib.import_module("uv")
+    except ImportError:
+        return None
+    found = module.find_uv_bin()
+    return str(found) if found else None
 
 
 def _uv_pip_settings() -> list[str]:

@@ -210,7 +210,8 @@ def test_the_checked_driver_counts_and_logs(tmp_path: Path) -> None:
 
 
 def test_every_exchange_of_a_run_follows_the_schema(tmp_path: Path) -> None:
-    """A run over the reference, upstream and the C testee (the codec-read and key tests)
+    """A run over the reference, upstream and the C testee (the key tests, the header parse
+    and the decode of the logical shapes: every operation those tests use, on one process)
     with every exchange validated (the in-process drivers through the wire form, the C
     testee also line by line in the transcript): no violation, and every implementation
     validated many messages. ``nox -s tests`` validates the whole suite's runs the same way
@@ -222,10 +223,10 @@ def test_every_exchange_of_a_run_follows_the_schema(tmp_path: Path) -> None:
     log, transcript = tmp_path / "schema.jsonl", tmp_path / "transcript.jsonl"
     run = run_suite(
         ["reference", "upstream", "c"],
-        "-n",
-        "2",
+        "-p",
+        "no:xdist",
         "-k",
-        "test_codec_read or test_keys",
+        "test_keys or test_parse or test_decode_logical_shape",
         "--transcript",
         str(transcript),
         env={ENV: str(log)},
