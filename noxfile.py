@@ -225,6 +225,15 @@ def _link_installed_tree(root: Path) -> None:
             (top / package.split(".")[1]).symlink_to(Path(folder).resolve())
 
 
+def compile_sources(session: nox.Session) -> None:
+    """Write the bytecode of lmckv's own modules once, in parallel: where
+    PYTHONDONTWRITEBYTECODE is set (these machines), no import writes it, and each of the
+    hundreds of processes a run starts would compile the modules it imports again (the
+    suite's plugin: 1.9 s of CPU to import, 1.66 s with its bytecode written)."""
+    folders = [f for f in PACKAGE_FOLDERS if f != "golden_blobs"]  # data, packaged whole
+    session.run("python", "-m", "compileall", "-q", "-j", "0", *folders, silent=True)
+
+
 #: What `tests` installs and its tests must find: each LMCKV_REQUIRE_<NAME> set turns the
 #: tests' skip for a missing upstream, triton or transformers into a failure.
 TESTS_REQUIRE = ("UPSTREAM", "TRITON", "REAL_KV")
@@ -243,6 +252,7 @@ def tests(session: nox.Session) -> None:
     install(session, "test", "bench", "fuzz", "kernels", "real-kv", "store", upstream=True)
     session.install(*REAL_KV_PINS, *STORE_TEST_DEPS)
     session.install("--no-deps", *SERDE_PLUGIN_DEPS)
+    compile_sources(session)
     # The slow tests (the installed wheel) run in the `dist` session, on the wheel it builds.
     # Three workers on two cores: many tests wait on a child, a server or a time limit, and a
     # third worker fills those waits (measured on the 2-core machine: 513 s with two, 417 s
@@ -405,6 +415,7 @@ def upstream_versions(session: nox.Session) -> None:
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     pythons = {v: _release_env(session, v) for v in versions}
+    compile_sources(session)
     unexpected = []
     for version, python in pythons.items():
         out = root / version
@@ -522,6 +533,7 @@ def report(session: nox.Session) -> None:
     install(session, "test", "bench", "real-kv", "store", upstream=True)
     session.install(*STORE_TEST_DEPS)
     session.install(*REAL_KV_EXTRA)  # --no-deps: that install alone
+    compile_sources(session)
     runs = Path("reports/runs")
     runs.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
