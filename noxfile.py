@@ -245,7 +245,7 @@ def tests(session: nox.Session) -> None:
     upstream; the C testee under ASan+UBSan beside the reference's v1-only reader, the v1
     readers of the compatibility matrix, and the newest release as one in a venv of its own;
     the reference and upstream servers and the reference client over loopback sockets) and a
-    short fuzzing campaign (atheris, 500 inputs per target: a smoke run of the campaign; the
+    short fuzzing campaign (atheris, 200 inputs per target: a smoke run of the campaign; the
     unit tests mutate 2k inputs of every target, `nox -s fuzz` runs longer campaigns)."""
     # kernels: the Triton quantize kernel's tests run under its interpreter.
     # real-kv: `bench e2e --model` runs on a tiny model the test builds (transformers).
@@ -296,7 +296,7 @@ def tests(session: nox.Session) -> None:
     )  # fmt: skip
     # The coverage-guided engine only: the unit tests run the mutation engine on every target.
     session.run(
-        "python", "-m", "lmckv.conformance.fuzz", "--seconds", "10", "--runs", "500",
+        "python", "-m", "lmckv.conformance.fuzz", "--seconds", "10", "--runs", "200",
         "--engine", "atheris", "--alloc-every", "4", "--out", ".lmckv/fuzz",
     )  # fmt: skip
 
