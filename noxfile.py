@@ -349,8 +349,9 @@ def _uv_pip_settings() -> list[str]:
     PYTHONDONTWRITEBYTECODE is set no import writes it, and every process would compile
     torch again: the unit tests took 742 s instead of 463 s)."""
     listed = subprocess.run(
-        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True
-    ).stdout
+        [sys.executable, "-m", "pip", "config", "list"],
+        capture_output=True, text=True, timeout=120,
+    ).stdout  # fmt: skip
     options = {
         "index-url": "--index-url",
         "extra-index-url": "--extra-index-url",
