@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from lmckv.conformance.runner.impl_specs import load_driver
 from lmckv.conformance.runner.plugin import OUTCOMES, ConformancePlugin
 from lmckv.conformance.runner.subprocess_suite import run_suite
+from lmckv.conformance.runner.terminal_summary import write_summary
 from lmckv.conformance.suite.matrix import matrix_cases, matrix_checks
 
 SELECTION = "enc-per_tensor-f16-nhd-2x4x2x8 or key-kv-rank or proto-server-00"
@@ -61,3 +62,17 @@ def test_pair_count_detects_a_lost_pair() -> None:
     records.pop("m0")
     _, problem = ConformancePlugin._pair_check(plugin)  # type: ignore[arg-type]
     assert problem is not None and "expected" in problem
+
+
+def test_the_summary_table_keeps_every_name_apart_from_its_level() -> None:
+    lines: list[str] = []
+    reporter = SimpleNamespace(section=lambda title: None, write_line=lines.append)
+    rows = [
+        {"impl": name, "level": level, **dict.fromkeys(OUTCOMES, 1)}
+        for name in ("reference", "reference-server-long")  # over the 16 columns it had
+        for level in ("MUST", "SHOULD")
+    ]
+    write_summary(reporter, rows, [], [], [])
+    header, *body = lines[:5]
+    assert header.split()[:2] == ["impl", "level"]
+    assert [line.split()[:2] for line in body] == [[r["impl"], r["level"]] for r in rows]

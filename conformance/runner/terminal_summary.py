@@ -26,10 +26,11 @@ def write_summary(
     implementation, the failures grouped by rule, what was not checked and why, every
     run-level problem and the files written (``tr`` is pytest's TerminalReporter)."""
     tr.section("lmckv conformance")
-    tr.write_line(f"{'impl':<16}{'level':<8}" + "".join(f"{o:>17}" for o in OUTCOMES))
+    width = max([len("impl"), *(len(row["impl"]) for row in summary)]) + 2  # a name apart
+    tr.write_line(f"{'impl':<{width}}{'level':<8}" + "".join(f"{o:>17}" for o in OUTCOMES))
     for row in summary:
         cells = "".join(f"{row[o]:>17}" for o in OUTCOMES)
-        tr.write_line(f"{row['impl']:<16}{row['level']:<8}{cells}")
+        tr.write_line(f"{row['impl']:<{width}}{row['level']:<8}{cells}")
     for row in matrix:
         tr.write_line(
             f"matrix {row['producer']} -> {row['consumer']}: {row['cases']} checks, "
