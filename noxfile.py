@@ -22,7 +22,7 @@ import signal
 import subprocess
 import sys
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -125,13 +125,19 @@ def _extra_requirements(*extras: str) -> list[str]:
     return wanted
 
 
-def install(session: nox.Session, *extras: str, upstream: bool = False) -> None:
-    """torch (unless a CUDA build or the shared environment provides it), then lmckv with
-    extras, then upstream."""
+def install(
+    session: nox.Session, *extras: str, upstream: bool = False, pins: Sequence[str] = ()
+) -> None:
+    """torch (unless a CUDA build or the shared environment provides it) with ``pins`` in
+    the same pip command, then lmckv with extras, then upstream. Pins whose packages need
+    torch (accelerate) go with it: installed before it, they let pip choose the newest torch
+    it can find (a CUDA build of gigabytes where one lies in an index, as here since the
+    machines' pip constraint allows torch 2.14.1)."""
+    torch: list[str] = []
     if not see_shared(session) and not CUDA_PYTHON:
-        session.install(TORCH_PIN)
-        if "kernels" in extras:
-            session.install(TRITON_PIN)
+        torch = [TORCH_PIN, TRITON_PIN] if "kernels" in extras else [TORCH_PIN]
+    if torch or pins:
+        session.install(*torch, *pins)
     session.install("-e", f".[{','.join(extras)}]" if extras else ".")
     if upstream:
         session.install("--no-deps", UPSTREAM_PIN)
@@ -250,8 +256,10 @@ def tests(session: nox.Session) -> None:
     unit tests mutate 2k inputs of every target, `nox -s fuzz` runs longer campaigns)."""
     # kernels: the Triton quantize kernel's tests run under its interpreter.
     # real-kv: `bench e2e --model` runs on a tiny model the test builds (transformers).
-    install(session, "test", "bench", "fuzz", "kernels", "real-kv", "store", upstream=True)
-    session.install(*REAL_KV_PINS, *STORE_TEST_DEPS)
+    install(
+        session, "test", "bench", "fuzz", "kernels", "real-kv", "store", upstream=True,
+        pins=[*REAL_KV_PINS, *STORE_TEST_DEPS],
+    )  # fmt: skip
     session.install("--no-deps", *SERDE_PLUGIN_DEPS)
     compile_sources(session)
     # The slow tests (the installed wheel) run in the `dist` session, on the wheel it builds.
@@ -558,8 +566,7 @@ def conformance(session: nox.Session) -> None:
 @nox.session(**VENV)
 def bench(session: nox.Session) -> None:
     """`lmckv bench ARGS` (default: a quick run into reports/runs/)."""
-    session.install(*REAL_KV_PINS)
-    install(session, "bench", "real-kv", upstream=True)
+    install(session, "bench", "real-kv", upstream=True, pins=REAL_KV_PINS)
     session.install(*REAL_KV_EXTRA)
     session.run("lmckv", "bench", *(session.posargs or ["run", "--quick", "--out", "reports/runs"]))
 
@@ -568,10 +575,9 @@ def bench(session: nox.Session) -> None:
 def report(session: nox.Session) -> None:
     """The main job: conformance (reference + upstream) and the quick benchmark, then the
     report in reports/latest/index.html. `-- --baseline BENCH.jsonl` adds a comparison."""
-    session.install(*REAL_KV_PINS)
     # store: the L2 adapter matrix (redis-py, boto3; moto serves S3; redis-server, when the
     # machine has it, serves resp: without it those cells are skips that say so).
-    install(session, "test", "bench", "real-kv", "store", upstream=True)
+    install(session, "test", "bench", "real-kv", "store", upstream=True, pins=REAL_KV_PINS)
     session.install(*STORE_TEST_DEPS)
     session.install(*REAL_KV_EXTRA)  # --no-deps: that install alone
     compile_sources(session)
