@@ -340,7 +340,8 @@ def _beside(session: nox.Session, name: str, args: list[str]) -> Iterator[None]:
         yield
         status = proc.wait(timeout=BESIDE_TIMEOUT_S)
     except BaseException:
-        os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # its group may have ended
+            os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         raise
     finally:
