@@ -59,6 +59,7 @@ class _RespHandler(socketserver.StreamRequestHandler):
                     return
                 reply = self.server.reply(argv)
                 if reply is None:  # stall, then drop the connection
+                    self.server.stalled.set()
                     self.server.stopped.wait(STALL_S)
                     return
                 if self.server.mode.endswith("-trickles") and argv[0].upper() == b"SCAN":
@@ -97,10 +98,12 @@ class _RespServer(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, mode: str) -> None:
+    def __init__(self, mode: str, stalled: threading.Event | None = None) -> None:
         super().__init__(("127.0.0.1", 0), _RespHandler)
         self.mode = mode
         self.stopped = threading.Event()
+        #: Set when a reply begins to stall: a client is then stuck on it.
+        self.stalled = stalled or threading.Event()
 
     def reply(self, argv: list[bytes]) -> bytes | Iterable[bytes] | None:
         """The answer to one command in this server's mode (None: stall; an iterable: a
@@ -163,9 +166,10 @@ def _serving(server: socketserver.BaseServer) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def resp_server(mode: str) -> Iterator[int]:
-    """A hostile RESP server in ``mode``; its port."""
-    server = _RespServer(mode)
+def resp_server(mode: str, stalled: threading.Event | None = None) -> Iterator[int]:
+    """A hostile RESP server in ``mode``; its port. ``stalled`` is set when a reply begins
+    to stall."""
+    server = _RespServer(mode, stalled)
     try:
         with _serving(server):
             yield server.server_address[1]

@@ -6,6 +6,7 @@ of the server's that could pass for fsck's own lines, and no process left behind
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -202,24 +203,45 @@ def test_a_hostile_s3_listing_ends_in_one_line_and_exit_2(mode: str, needle: str
     assert_clean_ending(proc, out, err)
 
 
+@pytest.mark.parametrize("to", ["group", "another thread"])
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_ends_the_run_in_one_line_with_every_worker_gone(
-    tmp_path: Path, sig: signal.Signals, code: int
+    tmp_path: Path, sig: signal.Signals, code: int, to: str
 ) -> None:
+    """Ctrl-C (to the whole group, as a terminal sends it) or SIGTERM, once a worker is stuck
+    on a read that stalls for longer than the bound; ``another thread``: the signal taken by a
+    thread of fsck other than its main one, as the kernel may hand a process's signal to any
+    of its threads (a wait of the main thread that only that signal could end then never
+    ended: the fixed 4 s sleep this case had before passed or failed by where it landed)."""
     key = tmp_path / "master.key"
     key.write_bytes(bytes(32))
-    with resp_server("getrange-stalls") as port:
+    stalled = threading.Event()
+    with resp_server("getrange-stalls", stalled) as port:
         proc = fsck(
             f"redis://127.0.0.1:{port}/0", "--jobs", "2", "--serde", "aesgcm",
             "--key-file", str(key),
         )  # fmt: skip
-        time.sleep(4.0)  # its workers started and stuck on the stalled read
+        assert stalled.wait(BOUND_S), "no worker reached the stalled read"
         assert proc.poll() is None
-        os.killpg(proc.pid, sig) if sig == signal.SIGINT else proc.send_signal(sig)
+        if to == "another thread":
+            _signal_another_thread(proc.pid, sig)
+        elif sig == signal.SIGINT:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
         status, out, err, seconds = finish(proc, timeout=15)
     assert status == code, (out, err)
-    assert (seconds < 10 and "interrupted" in err) or "terminated" in err
+    assert seconds < 10 and ("interrupted" if sig == signal.SIGINT else "terminated") in err
     assert_clean_ending(proc, out, err)
+
+
+def _signal_another_thread(pid: int, sig: signal.Signals) -> None:
+    """``sig`` to one thread of process ``pid`` other than its main one (glibc's tgkill)."""
+    tids = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task") if int(t) != pid)
+    assert tids, "fsck runs no thread besides its main one"
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.tgkill(pid, tids[0], int(sig)) != 0:
+        raise OSError(ctypes.get_errno(), f"tgkill {pid} {tids[0]}")
 
 
 def test_a_key_file_that_is_a_fifo_is_refused_without_waiting(tmp_path: Path) -> None:

@@ -61,6 +61,11 @@ DEFAULT_TEMP_AGE_S = 600.0
 DEFAULT_MAX_OBJECT_BYTES = 1 << 30
 #: Pages checked at once beyond the workers' count (bounds what waits in memory).
 PAGES_AHEAD = 2
+#: Seconds the main thread waits on a page at a time. A signal the kernel hands to another
+#: thread of the process (the pool's) interrupts no wait of the main thread, and its handler
+#: (Ctrl-C, SIGTERM, --time-limit's alarm) runs only when the main thread next runs Python
+#: code: an untimed wait on a page stuck on a server would hold it for as long as the server.
+WAKE_S = 0.2
 #: The statuses an entry can end with; ``problem`` is the only one that fails the check.
 STATUSES = (
     "verified", "size_checked", "partial", "problem", "in_flight", "gone", "adapter",
@@ -628,9 +633,22 @@ def _checked_pages(
     for page in pages:
         pending.append(executor.submit(check_page, plan, page))
         if len(pending) >= workers + PAGES_AHEAD:
-            yield pending.pop(0).result()
+            yield _result(pending.pop(0))
     for future in pending:
-        yield future.result()
+        yield _result(future)
+
+
+def _result(future: Any) -> list[Verdict]:
+    """The page's verdicts, waited for :data:`WAKE_S` at a time so that a signal's handler
+    runs within that time whichever thread took the signal. Bounded as the page is: by its
+    reads' own timeouts and the run's time limit."""
+    while True:
+        try:
+            verdicts: list[Verdict] = future.result(timeout=WAKE_S)
+            return verdicts
+        except TimeoutError:
+            if future.done():  # the page's own TimeoutError, not the wait's
+                raise
 
 
 def close_sources(spec: StoreSpec | None = None) -> None:
