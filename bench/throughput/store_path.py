@@ -52,7 +52,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -209,9 +208,7 @@ def _direct(view: StoreView, count: int, size: int, payload: bytes) -> tuple[flo
 
 def _close(manager: Any) -> None:
     """Close in a daemon thread (a StorageManager takes seconds to close), bounded."""
-    thread = threading.Thread(target=manager.close, daemon=True)
-    thread.start()
-    thread.join(TIMEOUT_S)
+    lmcache_serdes.close_bounded(manager, TIMEOUT_S)
 
 
 def measure(
