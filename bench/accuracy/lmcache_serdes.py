@@ -31,7 +31,6 @@ import importlib.metadata
 import json
 import os
 import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,7 @@ from typing import Any
 import torch
 
 from ...conformance.store import catalogue, lmcache_serde_calls, serde_plugins
+from ...conformance.store.lmcache_close import close_bounded
 from ...conformance.store.lmcache_serde_calls import (
     SERDE_PACKAGE,
     RoundTrip,
@@ -99,28 +99,6 @@ def concrete_spec(spec: dict[str, Any]) -> Iterator[dict[str, Any]]:
         if serde:
             out["serde"] = serde
         yield out
-
-
-#: How long closing what :func:`build_adapter` built may take. LMCache 0.5.6's FS adapter,
-#: closed right after it was built, can wait forever: its ``close`` stops the event loop only
-#: if it is already running, then joins the loop's thread without a timeout (seen once in CI,
-#: the report's serde choice hanging in ``fs_l2_adapter.py`` ``close``).
-CLOSE_S = 10.0
-
-
-def close_bounded(obj: Any, timeout_s: float = CLOSE_S) -> bool:
-    """Close an LMCache object (adapter, serde processor, StorageManager) in a daemon thread
-    and wait for it at most ``timeout_s``: whether its close returned. Closing is best effort,
-    so its errors are dropped; a close that never returns is left to its daemon thread."""
-    closed = threading.Event()
-
-    def run() -> None:
-        with contextlib.suppress(Exception):
-            obj.close()
-        closed.set()
-
-    threading.Thread(target=run, name="lmckv-close", daemon=True).start()
-    return closed.wait(timeout_s)
 
 
 def build_adapter(spec: dict[str, Any]) -> str:

@@ -62,6 +62,7 @@ import torch
 
 from ...conformance.store import catalogue
 from ...conformance.store import lmcache_worker as worker
+from ...conformance.store.lmcache_close import close_bounded
 from ...conformance.store.servers import ServerError, StoreUnavailable
 from ...conformance.store.views import StoreView, open_view
 from ..accuracy import l2_serdes, lmcache_serdes
@@ -208,7 +209,7 @@ def _direct(view: StoreView, count: int, size: int, payload: bytes) -> tuple[flo
 
 def _close(manager: Any) -> None:
     """Close in a daemon thread (a StorageManager takes seconds to close), bounded."""
-    lmcache_serdes.close_bounded(manager, TIMEOUT_S)
+    close_bounded(manager, TIMEOUT_S)
 
 
 def measure(

@@ -9,7 +9,6 @@ A failed build or task raises :class:`SerdeFailed` with the exception the proces
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import logging
 import time
@@ -17,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from .lmcache_close import close_bounded
 
 SERDE_PACKAGE = "lmcache.v1.distributed.serde"
 #: Seconds one serialize or deserialize task may take before ``SerdeFailed``.
@@ -127,8 +128,7 @@ def roundtrip(serde: dict[str, Any], objects: list[torch.Tensor]) -> list[RoundT
         return [_one(processor, obj, captured) for obj in objects]
     finally:
         logger.removeHandler(captured)
-        with contextlib.suppress(Exception):
-            processor.close()
+        close_bounded(processor)
 
 
 def _one(processor: Any, obj: torch.Tensor, captured: _Captured) -> RoundTrip:

@@ -45,6 +45,7 @@ from typing import Any
 import torch
 
 from . import catalogue
+from .lmcache_close import close_bounded
 from .lmcache_serde_calls import (
     LMCacheObj,
     ObjectKeyFields,
@@ -117,7 +118,7 @@ def own_roundtrip(
         _call(des.deserialize, LMCacheObj(dst.tensor[:written].clone()), back, ObjectKeyFields())
         return frame, announced, back.tensor
     finally:
-        processor.close()
+        close_bounded(processor)
 
 
 def lmcache_calls(spec: dict[str, Any]) -> Observation:
@@ -207,7 +208,7 @@ def _damage_child(spec: dict[str, Any]) -> dict[str, Any]:
         except Exception as exc:
             kind = f"refused ({type(exc).__name__})"
         counts[kind] = counts.get(kind, 0) + 1
-    processor.close()
+    close_bounded(processor)
     return {"counts": counts, "served": served}
 
 

@@ -29,6 +29,7 @@ import torch
 
 from ...reference_impl.keys import ObjectKey, object_key_to_filename
 from ...reference_impl.keys.kv_rank import compute_kv_rank
+from .lmcache_close import close_bounded
 
 #: Seconds the upstream adapter may take to store one batch.
 STORE_TIMEOUT = 120.0
@@ -209,7 +210,7 @@ class UpstreamAdapterWriter(UpstreamFilenameWriter):
                 else:
                     raise TimeoutError(f"FSL2Adapter did not store {chunk} in {STORE_TIMEOUT}s")
         finally:
-            adapter.close()
+            close_bounded(adapter)
 
 
 def writer(prefer: str | None = None) -> StoreWriter:
