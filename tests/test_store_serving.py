@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from lmckv.conformance.core.rules import RULES
+from lmckv.conformance.store import lmcache_serving_worker as worker
 from lmckv.conformance.store.faults import BY_NAME
 from lmckv.conformance.store.serving import (
     CAPACITY_BYTES,
@@ -32,6 +33,7 @@ from lmckv.conformance.store.serving import (
     script,
     serving_plan,
     task_case,
+    task_read,
 )
 
 E, W, M = "exact", "wrong-bytes", "miss"
@@ -193,6 +195,37 @@ def test_judge_reads_each_kind_of_case() -> None:
     assert seen == "E E E / E E E | E E E / E E E | timeout"
     assert why is not None and why.startswith("task 2")
     assert BY_NAME["replaced"].rule == "STORE-LOAD-KEY"
+
+
+def test_a_failed_load_handed_to_the_store_path_breaks_later_whatever_it_served() -> None:
+    """STORE-SERVE-LATER: a read after the change that missed keeps the rule, unless its key
+    was announced to LMCache's store path as written (differences item 57), on every serde;
+    the worker's line carries the hand-over."""
+    before = rows("E")
+    plain = task_read({"label": "later-deleted", "cells": [[M]]})
+    handed = task_read({"label": "later-deleted", "cells": [[M]], "handed": [[0, 0]]})
+    assert (plain.handed, handed.handed) == ([], [(0, 0)])
+    for serde in ("none", "fp8", "aesgcm"):
+        kept = Served({"later-deleted-before": before, "later-deleted": plain})
+        assert judge("later-deleted", serde, kept) == ("E, then -", None)
+        broken = Served({"later-deleted-before": before, "later-deleted": handed})
+        seen, why = judge("later-deleted", serde, broken)
+        assert seen == "E, then -, handed to the store path"
+        assert why is not None and "announced the key as written" in why
+
+
+def test_the_worker_hears_what_l1_announces_as_written_and_nothing_else() -> None:
+    """The worker's L1 listener records the keys of ``on_l1_keys_write_finished`` in order
+    (what LMCache's store controller stores) and takes every other event without effect."""
+    heard = worker.Announced()
+    heard.on_l1_keys_reserved_write(["a"])
+    heard.on_l1_keys_write_finished(["a", "b"])
+    mark = heard.mark()
+    heard.on_l1_keys_finish_write_and_reserve_read(["c"])
+    heard.on_l1_keys_write_finished(["c"])
+    assert (mark, heard.since(0), heard.since(mark)) == (2, {"a", "b", "c"}, {"c"})
+    with pytest.raises(AttributeError):
+        heard.close  # noqa: B018 (not an event: a listener has no other attributes)
 
 
 def race(*summaries: str, rewrites: int) -> Served:

@@ -20,7 +20,10 @@ spec, plus ``script`` (a list of steps) and ``pause_s``:
   read from L1, compared, released, and every key of the task is dropped from L1 again, so
   that the next task reads the store. Line: ``{"label": L, "cells": [[OUTCOME, ...], ...],
   "wait_s": S}`` (S: how long LMCache took to finish it)
-  with OUTCOME exact (the bytes of one version written whole), wrong-bytes or miss per key;
+  with OUTCOME exact (the bytes of one version written whole), wrong-bytes or miss per key,
+  and ``"handed": [[k, j], ...]``: the misses whose keys LMCache's L1 announced as written
+  while the task ran (its store path stores what L1 announces: a load that failed and is
+  announced puts the buffer it never filled under the key, SPEC.md differences item 57);
   or ``{"label": L, "error": TEXT}`` when LMCache raised, ``{"label": L, "timeout": true}``
   when its wait gave up.
   With ``"again": {"cell": [k, j], "tries": N}``: when the key at chunk j of group k was a
@@ -90,6 +93,38 @@ THREADS = 1000
 PAUSE_POLL_S = 0.02
 
 
+class Announced:
+    """An L1 listener of the suite's own, registered as LMCache's store controller registers
+    its own: the keys L1 announces as written (``on_l1_keys_write_finished``), in order, as
+    the store controller hears them; every other event does nothing."""
+
+    def __init__(self) -> None:
+        self.keys: list[Any] = []
+        self._lock = threading.Lock()
+
+    def on_l1_keys_write_finished(self, keys: list[Any]) -> None:
+        with self._lock:
+            self.keys.extend(keys)
+
+    def since(self, mark: int) -> set[Any]:
+        """The keys announced after the first ``mark``."""
+        with self._lock:
+            return set(self.keys[mark:])
+
+    def mark(self) -> int:
+        with self._lock:
+            return len(self.keys)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("on_"):
+            return _ignore
+        raise AttributeError(name)
+
+
+def _ignore(*_args: Any, **_kwargs: Any) -> None:
+    """An L1 event :class:`Announced` does not record."""
+
+
 class Script:
     """The running script: its plan, the manager, the output, the armed pauses."""
 
@@ -107,6 +142,7 @@ class Script:
         self.closing: list[threading.Thread] = []
         self.armed: dict[Any, str] = {}
         self.expected: dict[int, list[bytes]] = {}
+        self.announced = Announced()
 
     def line(self, row: dict[str, Any]) -> None:
         self.out.write(json.dumps(row) + "\n")
@@ -145,8 +181,10 @@ class Script:
         self._hook(self.manager)
 
     def _hook(self, manager: Any) -> None:
-        """Wrap the adapter's ``submit_load_task`` so that an armed key pauses the load
-        before LMCache submits it (after its lookup found the key)."""
+        """Register :attr:`announced` with the manager's L1, and wrap the adapter's
+        ``submit_load_task`` so that an armed key pauses the load before LMCache submits it
+        (after its lookup found the key)."""
+        manager._l1_manager.register_listener(self.announced)
         _descriptor, adapter = manager.l2_adapters()[0]
         submit = adapter.submit_load_task
 
@@ -209,11 +247,13 @@ class Script:
         flat: list[int] | None,
         groups: list[list[int]],
         label: str,
+        mark: int,
         *,
         drop: bool = True,
     ) -> list[list[str]] | None:
-        """Wait for a submitted task, read its hits, compare, release, and (``drop``) drop
-        its keys from L1; its line, and its cells (None when it gave none)."""
+        """Wait for a submitted task (submitted once :attr:`announced` had ``mark`` keys),
+        read its hits, compare, release, and (``drop``) drop its keys from L1; its line, and
+        its cells (None when it gave none)."""
         keys = [self.key(i) for group in groups for i in group]
         try:
             start = time.monotonic()
@@ -223,7 +263,11 @@ class Script:
             result = self.manager.query_prefetch_status(handle)
             hit = self._hits(result, flat, groups)
             cells = self._read(result, groups, hit)
-            self.line({"label": label, "cells": cells, "wait_s": time.monotonic() - start})
+            wait_s = time.monotonic() - start
+            row: dict[str, Any] = {"label": label, "cells": cells, "wait_s": wait_s}
+            if handed := self._handed(groups, cells, mark):
+                row["handed"] = handed
+            self.line(row)
             return cells
         except Exception as exc:
             self.line({"label": label, "error": f"{type(exc).__name__}: {exc}"[:300]})
@@ -231,6 +275,21 @@ class Script:
         finally:
             if drop:
                 self.manager.delete_l1_keys(keys)
+
+    def _handed(
+        self, groups: list[list[int]], cells: list[list[str]], mark: int
+    ) -> list[list[int]]:
+        """The misses of a task whose keys L1 announced as written since ``mark``. LMCache
+        announces a failed load's key before it reports the task done (0.5.3 and 0.5.4:
+        ``finish_write`` on the failed keys, then ``delete``), so the line that follows the
+        wait sees every such announcement."""
+        announced = self.announced.since(mark)
+        return [
+            [k, j]
+            for k, group in enumerate(groups)
+            for j, index in enumerate(group)
+            if cells[k][j] == "miss" and self.key(index) in announced
+        ]
 
     def _hits(
         self, result: Any, flat: list[int] | None, groups: list[list[int]]
@@ -312,15 +371,17 @@ class Script:
             self.line({"step": op, "done": True})
 
     def _task(self, groups: list[list[int]], label: str) -> list[list[str]] | None:
+        mark = self.announced.mark()
         try:
             handle, flat = self.submit(groups, label)
         except Exception as exc:
             self.line({"label": label, "error": f"{type(exc).__name__}: {exc}"[:300]})
             return None
-        return self.finish(handle, flat, groups, label)
+        return self.finish(handle, flat, groups, label, mark)
 
     def _together(self, tasks: list[list[list[int]]], label: str) -> None:
         submitted = []
+        mark = self.announced.mark()
         for k, groups in enumerate(tasks):
             try:
                 submitted.append((k, groups, *self.submit(groups, f"{label}/{k}")))
@@ -329,7 +390,7 @@ class Script:
         # The keys stay in L1 until every task is read: a task over keys another one loads
         # may count on finding them there (as a second request with one prefix does).
         for k, groups, handle, flat in submitted:
-            self.finish(handle, flat, groups, f"{label}/{k}", drop=False)
+            self.finish(handle, flat, groups, f"{label}/{k}", mark, drop=False)
         self.manager.delete_l1_keys([self.key(i) for t in tasks for g in t for i in g])
 
     def _fill(self, label: str, indexes: list[int], read: str, rounds: int, gap_s: float) -> None:

@@ -14,7 +14,9 @@ which runs it in one process. Its cases:
   the task damaged at its middle chunk, then the intact task again.
 - **later** (STORE-SERVE-LATER): in one StorageManager, objects read once, then changed in the
   store (cut, emptied, a bit turned, another key's object put in their place, removed), then
-  read again.
+  read again; a load of theirs that fails must not be announced to LMCache's store path as
+  written (the worker listens to L1 as the store controller does; LMCache announces before
+  it reports the task done, so this is not timing).
 - **mixed** (STORE-SERVE-MIXED): a task of two object groups of different layouts, intact.
 - **together** (STORE-SERVE-TOGETHER): three tasks submitted before any is waited for, two of
   them over the same keys, intact.
@@ -284,6 +286,9 @@ class TaskRead:
     cells: list[list[str]]
     ending: str = ""
     detail: str = ""
+    #: The misses (key group, chunk) whose keys LMCache's L1 announced as written while the
+    #: task ran: loads that failed, handed to its store path (differences item 57).
+    handed: list[tuple[int, int]] = field(default_factory=list)
 
     def summary(self) -> str:
         """The observation as a matrix shows it: ``exact exact miss / exact miss miss``, or
@@ -301,7 +306,8 @@ def task_read(row: dict[str, Any] | None) -> TaskRead:
     if row is None:
         return TaskRead([], "hung", "never reached")
     if "cells" in row:
-        return TaskRead([[str(c) for c in r] for r in row["cells"]])
+        handed = [(int(k), int(j)) for k, j in row.get("handed", [])]
+        return TaskRead([[str(c) for c in r] for r in row["cells"]], handed=handed)
     if row.get("timeout"):
         return TaskRead([], "timeout")
     if "error" in row:
@@ -385,14 +391,28 @@ def _flat(cells: list[list[str]]) -> list[str]:
 def later_verdict(fault: Fault, serde: str, before: TaskRead, after: TaskRead) -> str | None:
     """Why an object changed in the store after the process read it breaks STORE-SERVE-LATER,
     or None: its first read is exact; its read after the change ends, and is the bytes written
-    (a copy the process kept) or a miss, never other bytes where the adapter can know."""
+    (a copy the process kept) or a miss, never other bytes where the adapter can know; and a
+    load of it that failed is not handed to LMCache's store path (every later read could
+    serve the buffer that load never filled, stored under the key: differences item 57)."""
     if before.summary() != "E":
         return f"its read before the change: {before.summary()}"
     if after.ending and after.ending not in ENDED:
         return f"its read after the change never ended ({after.ending})"
     if after.summary() == "W" and can_know(fault, serde):
         return "served with other bytes after the change"
+    if after.handed:
+        return (
+            "its load after the change failed and LMCache's L1 announced the key as written: "
+            "its store path may store the buffer that load never filled under the key"
+        )
     return None
+
+
+def later_seen(before: TaskRead, after: TaskRead) -> str:
+    """A later case's observation: its two reads, and whether the second's failed load was
+    handed to the store path."""
+    handed = ", handed to the store path" if after.handed else ""
+    return f"{before.summary()}, then {after.summary()}{handed}"
 
 
 def race_verdict(reads: list[TaskRead], rewrites: int) -> tuple[str, str | None]:
@@ -642,7 +662,7 @@ def judge(case: str, serde: str, served: Served) -> tuple[str, str | None]:
         return f"{damaged.summary()}, then {read.summary()}", intact_verdict(read)
     if kind == "later":
         before, after = reads[f"{case}-before"], reads[case]
-        seen = f"{before.summary()}, then {after.summary()}"
+        seen = later_seen(before, after)
         return seen, later_verdict(BY_NAME[rest], serde, before, after)
     if case == "together":
         parts = [reads[label] for label in sorted(reads) if label.startswith("together/")]
