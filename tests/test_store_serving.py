@@ -228,6 +228,30 @@ def test_the_worker_hears_what_l1_announces_as_written_and_nothing_else() -> Non
         heard.close  # noqa: B018 (not an event: a listener has no other attributes)
 
 
+class LockedCopy:
+    """A StorageManager whose L1 copy of a stored object stays locked for ``locked`` deletes
+    (LMCache's store controller releases it a little after the adapter's report)."""
+
+    def __init__(self, locked: int) -> None:
+        self.locked, self.deletes = locked, 0
+
+    def delete_l1_keys(self, keys: list[str]) -> tuple[int, int]:
+        self.deletes += 1
+        return (0, len(keys)) if self.deletes <= self.locked else (len(keys), 0)
+
+
+def test_a_stored_objects_copy_is_deleted_until_the_delete_no_longer_skips_it() -> None:
+    """STORE-SERVE-READBACK reads the store only once the L1 copy is gone (differences item
+    55): the worker repeats a delete that skipped the key, and says when its bound ran out."""
+    script = object.__new__(worker.Script)
+    script.pause_s = 0.2
+    script.manager = LockedCopy(locked=3)
+    assert script._drop_stored("key") is True
+    assert script.manager.deletes == 4
+    script.manager = LockedCopy(locked=10**9)
+    assert script._drop_stored("key") is False
+
+
 def race(*summaries: str, rewrites: int) -> Served:
     reads = [rows(s) if s != "timeout" else TaskRead([], "timeout") for s in summaries]
     return Served({f"race/{k}": r for k, r in enumerate(reads)}, rewrites)

@@ -124,8 +124,9 @@ CAPACITY_ROUNDS = 7
 #: than a pass a second ends further over), how far eviction brings the store is not.
 CAPACITY_SETTLE_S = 10.0
 CAPACITY_POLL_S = 0.25
-#: The readback case's objects: each is one read right after its store. 0.5.3 and 0.5.4 fail
-#: from one read in five (fp8) to one in thirty (aesgcm on fs): of this many, always some.
+#: The readback case's objects: each is one read right after its store. 0.5.3 and 0.5.4 miss
+#: some of these reads with fp8 and aesgcm (aesgcm on fs: one in thirty, the fewest seen): of
+#: this many, always some.
 READBACK_OBJECTS = 100
 CAPACITY_GAP_S = 0.5
 
