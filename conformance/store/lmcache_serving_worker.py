@@ -61,6 +61,7 @@ any of them is exact. Each line is flushed as soon as it is known.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import importlib.util
 import json
 import os
@@ -567,6 +568,8 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: lmcache_serving_worker PLAN.json OUT.jsonl", file=sys.stderr)
         return 2
+    # The caller asks a hung worker for its threads' stacks (serving_run.stacks).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     plan_path, out_path = Path(argv[0]), Path(argv[1])
     raw = json.loads(plan_path.read_text(encoding="utf-8"))
     with out_path.open("a", encoding="utf-8") as out:

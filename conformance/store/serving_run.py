@@ -5,9 +5,12 @@ the store's own client (:mod:`.views`), never through LMCache."""
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -71,6 +74,11 @@ RACE_GAP_MAX_S = 5.0
 #: The race's writer stops by itself after this many seconds or rewrites.
 RACE_MAX_S = 60.0
 RACE_MAX_REWRITES = 100_000
+#: Seconds a hung worker gets to write its threads' stacks to its log (SIGUSR1: the worker
+#: registers :mod:`faulthandler` for it) before its process group is stopped.
+STACKS_WAIT_S = 3.0
+#: The most characters of those stacks a hung ending's detail keeps.
+STACKS_MAX = 4000
 
 
 def damage_before(view: StoreView, adapter: str, serde: str, plan: ServingPlan) -> None:
@@ -321,6 +329,10 @@ def _run(
                 if "label" in row:
                     rows[str(row["label"])] = row
                 done = done or row.get("script") == "done"
+            if not done and proc.poll() is None:
+                last = _lines(work / "out.jsonl")[-1:]
+                why += f"; last line {json.dumps(last[0]) if last else 'none'}; "
+                why += stacks(proc, work / "worker.log")
         finally:
             process_groups.release(proc.pid)
             proc.wait(timeout=WORKER_REAP_S)
@@ -333,6 +345,44 @@ def _run(
                 "detail": f"exit {proc.returncode}: {log_text[-500:]}",
             }
         return rows, {"outcome": "hung", "detail": why}
+
+
+def stacks(proc: subprocess.Popen[bytes], log: Path) -> str:
+    """A hung worker's Python stacks, as its :mod:`faulthandler` writes them to its log on
+    SIGUSR1 (waited for at most :data:`STACKS_WAIT_S`), each distinct stack once with its
+    count of threads, the thread that took the signal (the main one) first, bounded."""
+    start = log.stat().st_size if log.is_file() else 0
+    try:
+        os.kill(proc.pid, signal.SIGUSR1)
+    except ProcessLookupError:
+        return "no stacks: the worker had ended"
+    size, text = -1, ""
+    for _ in range(int(STACKS_WAIT_S / 0.2) + 1):
+        time.sleep(0.2)
+        with log.open("rb") as f:
+            f.seek(start)
+            data = f.read()
+        if "(most recent call first)" in (text := data.decode("utf-8", "replace")):
+            if len(data) == size:
+                break
+            size = len(data)
+    return distinct_stacks(text) or f"no stacks within {STACKS_WAIT_S:.0f} s"
+
+
+def distinct_stacks(text: str) -> str:
+    """:mod:`faulthandler`'s dump of every thread (``Thread 0x…`` or ``Current thread
+    0x…`` blocks) as each distinct stack once, with how many threads have it, the current
+    thread's first; at most :data:`STACKS_MAX` characters."""
+    blocks: list[tuple[bool, str]] = []
+    for part in re.split(r"(?m)^(?=(?:Current thread|Thread) 0x[0-9a-f]+ )", text):
+        head, _, body = part.partition("\n")
+        if "(most recent call first)" in head:
+            blocks.append((head.startswith("Current"), body.strip()))
+    counts = collections.Counter(body for _current, body in blocks)
+    current = [body for is_current, body in blocks if is_current]
+    order = current + [body for body in counts if body not in current]
+    out = "\n".join(f"[{counts[body]} thread(s)]\n{body}" for body in order)
+    return out[:STACKS_MAX]
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
