@@ -52,6 +52,22 @@ def test_an_ended_worker_has_no_stacks(tmp_path: Path) -> None:
     assert stacks(proc, tmp_path / "worker.log").startswith("no stacks")
 
 
+def test_a_worker_that_had_not_registered_for_its_stacks_says_so(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+        assert stacks(proc, tmp_path / "worker.log") == (
+            "no stacks: the worker had not yet registered for them"
+        )
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
 def test_the_stacks_are_bounded_and_only_faulthandler_blocks_count() -> None:
     frame = '  File "x.py", line 1 in f\n'
     dump = "log line before\nThread 0x00007f0000000001 (most recent call first):\n" + (frame * 1000)

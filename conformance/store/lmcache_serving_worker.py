@@ -74,6 +74,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+if __name__ == "__main__":
+    # The caller asks a hung worker for its threads' stacks (serving_run.stacks): registered
+    # before anything of LMCache or torch loads, so that a hang while they load answers too.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+
 
 def _load_worker() -> ModuleType:
     """:mod:`lmcache_worker`, loaded from its file beside this one (no package import)."""
@@ -568,8 +573,6 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: lmcache_serving_worker PLAN.json OUT.jsonl", file=sys.stderr)
         return 2
-    # The caller asks a hung worker for its threads' stacks (serving_run.stacks).
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
     plan_path, out_path = Path(argv[0]), Path(argv[1])
     raw = json.loads(plan_path.read_text(encoding="utf-8"))
     with out_path.open("a", encoding="utf-8") as out:

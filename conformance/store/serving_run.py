@@ -339,7 +339,8 @@ def _run(
         if done:
             return rows, None
         log_text = (work / "worker.log").read_text(encoding="utf-8", errors="replace")
-        if proc.returncode not in (None, 0, -9):
+        # -9: stopped here; -SIGUSR1: asked for its stacks before it could answer (stacks).
+        if proc.returncode not in (None, 0, -9, -signal.SIGUSR1):
             return rows, {
                 "outcome": "crashed",
                 "detail": f"exit {proc.returncode}: {log_text[-500:]}",
@@ -359,6 +360,8 @@ def stacks(proc: subprocess.Popen[bytes], log: Path) -> str:
     size, text = -1, ""
     for _ in range(int(STACKS_WAIT_S / 0.2) + 1):
         time.sleep(0.2)
+        if proc.poll() == -signal.SIGUSR1:
+            return "no stacks: the worker had not yet registered for them"
         with log.open("rb") as f:
             f.seek(start)
             data = f.read()
